@@ -1,0 +1,43 @@
+/// @file gw_group.h
+/// Group: this rank, the world size and one connected Endpoint per peer, over one Transport.
+/// Thread-safety: as Transport (one thread at a time).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gw_store.h"
+#include "gw_transport.h"
+
+namespace gw {
+
+class Group {
+ public:
+  /// Publish this rank's address under `prefix`, wait for every rank's, and connect all pairs
+  /// (the lower rank dials) before `timeout`.
+  /// @return Timeout naming the ranks that never showed up, or the connect error naming the
+  ///         peer; InvalidArgument for a bad rank/size.
+  static Result<std::unique_ptr<Group>> create(std::shared_ptr<Store> store,
+                                               std::unique_ptr<Transport> transport, int rank,
+                                               int size, Nanos timeout,
+                                               const std::string& prefix = "gw");
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Endpoint to `peer` (peer != rank()).
+  Endpoint& endpoint(int peer) { return *eps_[peer]; }
+  Transport& transport() { return *transport_; }
+  Store& store() { return *store_; }
+  const std::shared_ptr<Store>& store_ptr() const { return store_; }
+
+ private:
+  Group() = default;
+  int rank_ = 0;
+  int size_ = 0;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<Transport> transport_;  // declared before eps_: endpoints die first
+  std::vector<std::unique_ptr<Endpoint>> eps_;
+};
+
+}  // namespace gw

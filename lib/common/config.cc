@@ -1,0 +1,260 @@
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "gw_config.h"
+
+extern char** environ;
+
+namespace gw {
+namespace {
+
+std::map<std::string, ConfigKeyDef, std::less<>>& schema() {
+  static std::map<std::string, ConfigKeyDef, std::less<>> s;
+  return s;
+}
+
+std::string section_of(std::string_view key) {
+  return std::string(key.substr(0, key.find('.')));
+}
+
+std::string env_name(std::string_view key) {
+  std::string e = "GW_";
+  for (char c : key) e += (c == '.') ? '_' : static_cast<char>(std::toupper(c));
+  return e;
+}
+
+std::string join_keys(std::string_view section) {
+  std::string out;
+  for (auto& k : Config::keys_of(section)) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+Status check_value(const ConfigKeyDef& def, std::string_view v, std::string_view origin) {
+  bool ok = true;
+  switch (def.type) {
+    case ConfigType::kInt: {
+      int64_t x;
+      auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+      ok = r.ec == std::errc() && r.ptr == v.data() + v.size();
+      break;
+    }
+    case ConfigType::kDouble: {
+      char* end = nullptr;
+      std::string s(v);
+      std::strtod(s.c_str(), &end);
+      ok = !s.empty() && *end == '\0';
+      break;
+    }
+    case ConfigType::kBool:
+      ok = v == "true" || v == "false" || v == "1" || v == "0";
+      break;
+    case ConfigType::kString:
+      break;
+  }
+  if (ok) return Status();
+  static const char* names[] = {"an integer", "a boolean", "a number", "a string"};
+  return Status(Code::kInvalidArgument,
+                std::string(origin) + ": " + def.key + " = '" + std::string(v) + "' is not " +
+                    names[static_cast<int>(def.type)] + " (" + def.help + ")");
+}
+
+}  // namespace
+
+ConfigKeys::ConfigKeys(std::initializer_list<ConfigKeyDef> defs) {
+  for (auto& d : defs) schema().emplace(d.key, d);
+}
+
+std::vector<std::string> Config::keys_of(std::string_view section) {
+  std::vector<std::string> out;
+  for (auto& [k, d] : schema())
+    if (section_of(k) == section) out.push_back(k);
+  return out;
+}
+
+Status Config::set(std::string_view key, std::string_view value, std::string_view origin) {
+  auto it = schema().find(key);
+  if (it == schema().end()) {
+    auto sec = section_of(key);
+    auto valid = join_keys(sec);
+    return Status(Code::kInvalidArgument,
+                  std::string(origin) + ": unknown configuration key '" + std::string(key) +
+                      "'; valid keys" + (valid.empty() ? " are in sections other than '" + sec + "'"
+                                                       : " of [" + sec + "]: " + valid));
+  }
+  GW_RETURN_IF_ERROR(check_value(it->second, value, origin));
+  entries_[std::string(key)] = Entry{std::string(value), std::string(origin)};
+  return Status();
+}
+
+Result<Config> Config::load(const std::string& path) {
+  Config c;
+  for (auto& [k, d] : schema()) c.entries_[k] = Entry{d.default_value, "default"};
+  if (!path.empty()) {
+    toml::table tbl;
+    try {
+      tbl = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream os;
+      os << e.description() << " at line " << e.source().begin.line;
+      return Status(Code::kInvalidArgument, "config " + path + ": " + os.str() +
+                                                " (check the file's TOML syntax)");
+    }
+    for (auto& [sec, node] : tbl) {
+      auto* t = node.as_table();
+      if (!t) {
+        return Status(Code::kInvalidArgument, "config " + path + ": top-level key '" +
+                                                  std::string(sec.str()) +
+                                                  "' must be a [section] table");
+      }
+      for (auto& [k, v] : *t) {
+        std::string key = std::string(sec.str()) + "." + std::string(k.str());
+        std::string text;
+        if (auto s = v.value<std::string>(); s && v.is_string()) {
+          text = *s;
+        } else if (v.is_boolean()) {
+          text = *v.value<bool>() ? "true" : "false";
+        } else if (v.is_integer()) {
+          text = std::to_string(*v.value<int64_t>());
+        } else if (v.is_floating_point()) {
+          std::ostringstream os;
+          os << *v.value<double>();
+          text = os.str();
+        } else {
+          return Status(Code::kInvalidArgument,
+                        "config " + path + ": " + key + " must be a scalar value");
+        }
+        GW_RETURN_IF_ERROR(c.set(key, text, "config " + path));
+      }
+    }
+  }
+  // Environment overrides: GW_<SECTION>_<KEY>. A variable that names a known section but no key
+  // of it is a typo we refuse, rather than silently ignore.
+  std::map<std::string, std::string> known_env;
+  std::vector<std::string> sections;
+  for (auto& [k, d] : schema()) {
+    known_env[env_name(k)] = k;
+    auto s = section_of(k);
+    if (std::find(sections.begin(), sections.end(), s) == sections.end()) sections.push_back(s);
+  }
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos || !kv.starts_with("GW_")) continue;
+    std::string name(kv.substr(0, eq));
+    std::string_view value = kv.substr(eq + 1);
+    if (auto it = known_env.find(name); it != known_env.end()) {
+      GW_RETURN_IF_ERROR(c.set(it->second, value, "environment " + name));
+      continue;
+    }
+    for (auto& s : sections) {
+      if (name.starts_with(env_name(s) + "_")) {
+        return Status(Code::kInvalidArgument, "environment " + name +
+                                                  " is not a gradwire setting; valid keys of [" +
+                                                  s + "]: " + join_keys(s) + " (as GW_" +
+                                                  env_name(s).substr(3) + "_<KEY>)");
+      }
+    }
+  }
+  return c;
+}
+
+Result<Config> Config::global() {
+  static std::once_flag once;
+  static Result<Config> cfg{Status(Code::kInternal, "config not loaded")};
+  std::call_once(once, [] {
+    const char* p = std::getenv("GW_CONFIG");
+    cfg = load(p ? p : "");
+  });
+  return cfg;
+}
+
+Status Config::apply_kvargs(std::string_view section, std::string_view kvargs) {
+  std::vector<std::string> valid;
+  for (auto& k : keys_of(section)) valid.push_back(k.substr(section.size() + 1));
+  GW_ASSIGN_OR_RETURN(auto kv, parse_kvargs(kvargs, valid, std::string(section) + " arguments"));
+  for (auto& [k, v] : kv)
+    GW_RETURN_IF_ERROR(set(std::string(section) + "." + k, v, "device argument " + k));
+  return Status();
+}
+
+Result<int64_t> Config::get_int(std::string_view key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end())
+    return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
+  int64_t x = 0;
+  std::from_chars(it->second.value.data(), it->second.value.data() + it->second.value.size(), x);
+  return x;
+}
+
+Result<bool> Config::get_bool(std::string_view key) const {
+  GW_ASSIGN_OR_RETURN(auto s, get_string(key));
+  return s == "true" || s == "1";
+}
+
+Result<double> Config::get_double(std::string_view key) const {
+  GW_ASSIGN_OR_RETURN(auto s, get_string(key));
+  return std::strtod(s.c_str(), nullptr);
+}
+
+Result<std::string> Config::get_string(std::string_view key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end())
+    return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
+  return it->second.value;
+}
+
+std::string Config::dump() const {
+  std::ostringstream os;
+  std::string cur;
+  for (auto& [k, e] : entries_) {
+    auto sec = section_of(k);
+    if (sec != cur) {
+      os << (cur.empty() ? "" : "\n") << "[" << sec << "]\n";
+      cur = sec;
+    }
+    const auto& def = schema().at(k);
+    os << k.substr(sec.size() + 1) << " = ";
+    if (def.type == ConfigType::kString)
+      os << '"' << e.value << '"';
+    else
+      os << e.value;
+    os << "  # " << e.origin << "; " << def.help << "\n";
+  }
+  return os.str();
+}
+
+Result<std::map<std::string, std::string>> parse_kvargs(std::string_view args,
+                                                        const std::vector<std::string>& valid,
+                                                        std::string_view where) {
+  std::map<std::string, std::string> out;
+  while (!args.empty()) {
+    auto comma = args.find(',');
+    std::string_view item = args.substr(0, comma);
+    args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      return Status(Code::kInvalidArgument, std::string(where) + ": '" + std::string(item) +
+                                                "' is not key=value");
+    }
+    std::string key(item.substr(0, eq));
+    if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
+      std::string list;
+      for (auto& v : valid) list += (list.empty() ? "" : ", ") + v;
+      return Status(Code::kInvalidArgument, std::string(where) + ": unknown key '" + key +
+                                                "'; valid keys: " + list);
+    }
+    if (out.count(key)) {
+      return Status(Code::kInvalidArgument,
+                    std::string(where) + ": key '" + key + "' given twice");
+    }
+    out[key] = std::string(item.substr(eq + 1));
+  }
+  return out;
+}
+
+}  // namespace gw

@@ -1,0 +1,53 @@
+// Blocking wait: spin briefly, then sleep on the driver's fd (or back off where it has none),
+// so a waiting rank on a 2-core machine does not starve its peer.
+#include <poll.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "gw_config.h"
+#include "gw_transport.h"
+
+namespace gw {
+
+Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout) {
+  static const Nanos spin = [] {
+    auto c = Config::global();
+    int64_t us = c.ok() ? c->get_int("transport.spin_us").value() : 20;
+    return us < 0 ? Nanos::max() : Nanos(us * 1000);
+  }();
+  return wait(out, timeout, spin);
+}
+
+Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout, Nanos spin) {
+  const auto start = Clock::now();
+  const auto end = timeout == Nanos::max() ? Clock::time_point::max() : start + timeout;
+  const auto spin_end = spin >= timeout ? end : start + spin;
+  Nanos backoff(1000);
+  for (;;) {
+    GW_ASSIGN_OR_RETURN(size_t n, poll(out));
+    if (n > 0) return n;
+    auto now = Clock::now();
+    if (now >= end) {
+      return Status(Code::kTimeout,
+                    "no completion within " +
+                        std::to_string(std::chrono::duration_cast<Millis>(timeout).count()) +
+                        " ms");
+    }
+    if (now < spin_end) continue;
+    auto left = std::chrono::duration_cast<Nanos>(end - now);
+    int fd = wait_fd();
+    if (fd >= 0) {
+      // Sleep at most 10 ms at a time: progress that needs a timer (retransmits,
+      // heartbeats) must still run.
+      int ms = static_cast<int>(std::min<int64_t>(10, (left.count() + 999'999) / 1'000'000));
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, ms);
+    } else {
+      std::this_thread::sleep_for(std::min(backoff, left));
+      backoff = std::min(backoff * 2, Nanos(1'000'000));
+    }
+  }
+}
+
+}  // namespace gw

@@ -1,0 +1,225 @@
+/// @file gw_transport.h
+/// The one transport interface. Transport = one driver on one device; Endpoint = reliable,
+/// ordered, message-based connection to one peer; MemoryRegion = registration of caller memory;
+/// CompletionQueue = where finished requests are reported (any peer).
+///
+/// Thread-safety: a Transport, its endpoints and its CQ are used by one thread at a time (the
+/// caller drives progress by polling, as with DPDK ports and NCCL net plugins). Open one
+/// Transport per thread for concurrent use. Endpoints and MemoryRegions must not outlive the
+/// Transport that made them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gw_memory.h"
+#include "gw_status.h"
+#include "gw_time.h"
+
+namespace gw {
+
+class Endpoint;
+
+/// Opaque connection blob made and read by one driver; exchanged through the Store.
+/// Layout: driver name (8 bytes, zero-padded), version (1 byte), payload.
+class Address {
+ public:
+  static constexpr size_t kMaxSize = 128;
+  static constexpr size_t kHeader = 9;
+
+  Address() = default;
+  /// @return InvalidArgument if the payload does not fit.
+  static Result<Address> make(std::string_view driver, uint8_t version,
+                              std::span<const uint8_t> payload);
+  /// Parse bytes received from a peer. @return ProtocolError if too short or too long.
+  static Result<Address> from_bytes(std::string_view bytes);
+
+  std::string_view driver() const;
+  uint8_t version() const { return bytes_[8]; }
+  std::span<const uint8_t> payload() const { return {bytes_.data() + kHeader, size_ - kHeader}; }
+  std::string_view bytes() const {
+    return {reinterpret_cast<const char*>(bytes_.data()), size_};
+  }
+
+ private:
+  std::array<uint8_t, kMaxSize> bytes_{};
+  size_t size_ = 0;
+};
+
+/// Driver-private state of a registration; destroying it deregisters.
+class MrHandle {
+ public:
+  virtual ~MrHandle() = default;
+};
+
+/// Move-only registration of memory the caller owns.
+class MemoryRegion {
+ public:
+  MemoryRegion() = default;
+  MemoryRegion(void* addr, size_t length, MemKind kind, uint64_t remote_key,
+               std::unique_ptr<MrHandle> handle)
+      : addr_(addr), length_(length), kind_(kind), remote_key_(remote_key),
+        handle_(std::move(handle)) {}
+  MemoryRegion(MemoryRegion&&) noexcept = default;
+  MemoryRegion& operator=(MemoryRegion&&) noexcept = default;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  void* addr() const { return addr_; }
+  size_t length() const { return length_; }
+  MemKind kind() const { return kind_; }
+  /// Key a peer needs for one-sided access (RDMA rkey); 0 where there is none.
+  uint64_t remote_key() const { return remote_key_; }
+  MrHandle* handle() const { return handle_.get(); }
+  bool valid() const { return addr_ != nullptr || length_ == 0; }
+  bool contains(const void* p, size_t n) const {
+    auto b = reinterpret_cast<uintptr_t>(addr_), q = reinterpret_cast<uintptr_t>(p);
+    return q >= b && q - b <= length_ && n <= length_ - (q - b);
+  }
+
+ private:
+  void* addr_ = nullptr;
+  size_t length_ = 0;
+  MemKind kind_ = MemKind::kHost;
+  uint64_t remote_key_ = 0;
+  std::unique_ptr<MrHandle> handle_;
+};
+
+/// Matches a receive against any tag.
+inline constexpr uint64_t kAnyTag = ~uint64_t{0};
+
+struct SendRequest {
+  const void* buf = nullptr;
+  size_t len = 0;
+  uint64_t tag = 0;                   ///< must not be kAnyTag
+  uint64_t wr_id = 0;                 ///< returned in the completion
+  const MemoryRegion* mr = nullptr;   ///< must cover buf; may be null if !requires_registration
+};
+
+struct RecvRequest {
+  void* buf = nullptr;
+  size_t len = 0;                     ///< capacity; a longer message fails this receive
+  uint64_t tag = 0;                   ///< or kAnyTag
+  uint64_t wr_id = 0;
+  const MemoryRegion* mr = nullptr;
+};
+
+enum class Op : uint8_t {
+  kSend = 0,
+  kRecv = 1,
+  kEndpointError = 2,  ///< the endpoint failed; Endpoint::status() has the reason
+};
+
+/// One finished request. For errors, code != kOk; ep->status() holds the sticky reason, except
+/// for a receive whose message was longer than the buffer (kInvalidArgument, len = message
+/// length; the endpoint stays usable).
+struct Completion {
+  uint64_t wr_id = 0;
+  uint64_t tag = 0;
+  size_t len = 0;          ///< bytes sent or received
+  Endpoint* ep = nullptr;  ///< which peer (any-source receives learn it here)
+  uint32_t peer_id = 0;    ///< the ConnectParams::peer_id of ep
+  Op op = Op::kSend;
+  Code code = Code::kOk;
+};
+
+/// Where a Transport reports finished requests.
+class CompletionQueue {
+ public:
+  virtual ~CompletionQueue() = default;
+  /// Make progress and return finished requests without blocking.
+  /// @return the number written to `out`; an error only if the transport itself failed.
+  virtual Result<size_t> poll(std::span<Completion> out) = 0;
+  /// A file descriptor that becomes readable when progress may be possible; -1 if none.
+  virtual int wait_fd() const = 0;
+
+  /// Block until at least one completion or the timeout: spin for `spin` (poll only), then
+  /// sleep on wait_fd() between polls (drivers without an fd back off instead).
+  /// @return count (>0), or Timeout naming how long it waited.
+  Result<size_t> wait(std::span<Completion> out, Nanos timeout, Nanos spin);
+  /// As above with the spin time from transport.spin_us.
+  Result<size_t> wait(std::span<Completion> out, Nanos timeout);
+
+ protected:
+  Nanos default_spin_{Nanos(20'000)};
+};
+
+/// How to reach one peer. Both sides call connect() with the same `key`; exactly one of them
+/// has `active` set (it dials, the other accepts). Active connects never wait for the peer's
+/// process to call connect(), so a Group can dial all then accept all without deadlock.
+struct ConnectParams {
+  Address remote;
+  uint64_t key = 0;
+  bool active = false;
+  uint32_t peer_id = 0;     ///< caller's id for the peer (its rank); echoed in completions
+  std::string peer_name;    ///< for error messages, e.g. "rank 3"
+};
+
+/// A reliable, ordered, message-based connection to one peer. Receives are matched to
+/// messages in posting order among those whose tag matches. Errors are sticky.
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  /// Post a burst of sends. @return how many were taken (fewer when the send queue is full:
+  /// poll and post the rest), or the endpoint's sticky error, or InvalidArgument.
+  virtual Result<size_t> post_send(std::span<const SendRequest> reqs) = 0;
+  /// Post a burst of receives; same return rules as post_send.
+  virtual Result<size_t> post_recv(std::span<const RecvRequest> reqs) = 0;
+  /// OK, or the first error this endpoint hit.
+  virtual Status status() const = 0;
+
+  uint32_t peer_id() const { return peer_id_; }
+  const std::string& peer_name() const { return peer_name_; }
+
+ protected:
+  uint32_t peer_id_ = 0;
+  std::string peer_name_;
+};
+
+struct TransportProperties {
+  std::string name;                      ///< driver name, "tcp"
+  std::string device;                    ///< device/interface, "lo"
+  uint64_t link_speed_mbps = 0;          ///< 0 if unknown
+  std::vector<MemKind> zero_copy_kinds;  ///< kinds moved without a staging copy
+  size_t max_message_size = 0;
+  bool one_sided = false;                ///< has RDMA-style one-sided writes
+  bool requires_registration = false;    ///< SendRequest/RecvRequest.mr must be set
+  size_t max_outstanding = 0;            ///< per endpoint and direction
+};
+
+/// One driver on one device.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  /// Open a transport by spec "driver[:key=value,...]" or "auto" (rdma, then dpdk, then tcp;
+  /// logs which was picked and why the others were skipped). Keys are the driver's config keys.
+  /// @return InvalidArgument (unknown driver or key), Unavailable (no device), SystemError.
+  static Result<std::unique_ptr<Transport>> open(std::string_view spec);
+  /// Drivers compiled into this library, best first.
+  static std::vector<std::string> drivers();
+
+  virtual const TransportProperties& properties() const = 0;
+  /// Where peers reach this transport.
+  virtual const Address& address() const = 0;
+  /// Connect to one peer before `deadline`. @return Timeout, Unavailable, ProtocolError.
+  virtual Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& params,
+                                                    Deadline deadline) = 0;
+  /// Register caller memory. @return InvalidArgument (bad pointer/length), NotSupported
+  /// (kind), ResourceExhausted (pinning limit).
+  virtual Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) = 0;
+  /// Post receives matched against messages from any endpoint of this transport.
+  virtual Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) = 0;
+  virtual CompletionQueue& cq() = 0;
+  /// Counters (bytes, messages, errors, ...), for tools and tests.
+  virtual std::map<std::string, uint64_t> stats() const = 0;
+};
+
+}  // namespace gw

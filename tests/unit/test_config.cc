@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "gw_config.h"
+
+namespace gw {
+namespace {
+
+GW_CONFIG_KEYS(testsec, {"testsec.count", ConfigType::kInt, "3", "a count"},
+               {"testsec.name", ConfigType::kString, "abc", "a name"},
+               {"testsec.flag", ConfigType::kBool, "false", "a flag"},
+               {"testsec.ratio", ConfigType::kDouble, "0.5", "a ratio"});
+
+std::string write_file(const std::string& text) {
+  char path[] = "/tmp/gw_test_config_XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Config, DefaultsWithoutFile) {
+  auto c = Config::load("");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_int("testsec.count").value(), 3);
+  EXPECT_EQ(c->get_string("testsec.name").value(), "abc");
+  EXPECT_FALSE(c->get_bool("testsec.flag").value());
+  EXPECT_DOUBLE_EQ(c->get_double("testsec.ratio").value(), 0.5);
+}
+
+TEST(Config, FileOverridesDefaults) {
+  auto p = write_file("[testsec]\ncount = 7\nname = \"x\"\nflag = true\nratio = 1.5\n");
+  auto c = Config::load(p);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_int("testsec.count").value(), 7);
+  EXPECT_EQ(c->get_string("testsec.name").value(), "x");
+  EXPECT_TRUE(c->get_bool("testsec.flag").value());
+  EXPECT_DOUBLE_EQ(c->get_double("testsec.ratio").value(), 1.5);
+  std::remove(p.c_str());
+}
+
+TEST(Config, UnknownKeyListsValidOnes) {
+  auto p = write_file("[testsec]\ncont = 7\n");
+  auto c = Config::load(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalidArgument);
+  std::string m(c.status().message());
+  EXPECT_NE(m.find("testsec.cont"), std::string::npos) << m;
+  EXPECT_NE(m.find("testsec.count"), std::string::npos) << m;
+  EXPECT_NE(m.find(p), std::string::npos) << m;
+  std::remove(p.c_str());
+}
+
+TEST(Config, WrongTypeIsRejected) {
+  auto p = write_file("[testsec]\ncount = \"many\"\n");
+  auto c = Config::load(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("not an integer"), std::string::npos);
+  std::remove(p.c_str());
+}
+
+TEST(Config, SyntaxErrorNamesLine) {
+  auto p = write_file("[testsec]\ncount = = 1\n");
+  auto c = Config::load(p);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("line 2"), std::string::npos)
+      << c.status().message();
+  std::remove(p.c_str());
+}
+
+TEST(Config, MissingFileIsAnError) {
+  auto c = Config::load("/nonexistent/gradwire.toml");
+  EXPECT_FALSE(c.ok());
+}
+
+TEST(Config, EnvironmentOverridesFile) {
+  auto p = write_file("[testsec]\ncount = 7\n");
+  setenv("GW_TESTSEC_COUNT", "11", 1);
+  auto c = Config::load(p);
+  unsetenv("GW_TESTSEC_COUNT");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_int("testsec.count").value(), 11);
+  EXPECT_NE(c->dump().find("environment GW_TESTSEC_COUNT"), std::string::npos);
+  std::remove(p.c_str());
+}
+
+TEST(Config, MisspelledEnvironmentIsRejected) {
+  setenv("GW_TESTSEC_CONUT", "11", 1);
+  auto c = Config::load("");
+  unsetenv("GW_TESTSEC_CONUT");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("GW_TESTSEC_CONUT"), std::string::npos);
+}
+
+TEST(Config, KvargsApplyToSection) {
+  auto c = Config::load("");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->apply_kvargs("testsec", "count=5,name=y").ok());
+  EXPECT_EQ(c->get_int("testsec.count").value(), 5);
+  auto bad = c->apply_kvargs("testsec", "colour=red");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.message()).find("valid keys: count, flag, name, ratio"),
+            std::string::npos)
+      << bad.message();
+  EXPECT_FALSE(c->apply_kvargs("testsec", "count=abc").ok());
+}
+
+TEST(Kvargs, ParsesAndRejects) {
+  std::vector<std::string> valid{"a", "b"};
+  auto r = parse_kvargs("a=1,b=x=y,,", valid, "test");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->at("a"), "1");
+  EXPECT_EQ(r->at("b"), "x=y");
+  EXPECT_FALSE(parse_kvargs("a", valid, "test").ok());
+  EXPECT_FALSE(parse_kvargs("=1", valid, "test").ok());
+  EXPECT_FALSE(parse_kvargs("a=1,a=2", valid, "test").ok());
+  EXPECT_FALSE(parse_kvargs("c=1", valid, "test").ok());
+  EXPECT_TRUE(parse_kvargs("", valid, "test")->empty());
+}
+
+TEST(Config, DumpIsValidTomlOfEveryKey) {
+  auto c = Config::load("");
+  ASSERT_TRUE(c.ok());
+  auto text = c->dump();
+  EXPECT_NE(text.find("[testsec]"), std::string::npos);
+  EXPECT_NE(text.find("count = 3"), std::string::npos);
+  auto p = write_file(text);
+  auto again = Config::load(p);
+  EXPECT_TRUE(again.ok()) << again.status().to_string();
+  std::remove(p.c_str());
+}
+
+}  // namespace
+}  // namespace gw
