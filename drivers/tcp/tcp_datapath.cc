@@ -1,0 +1,347 @@
+// TCP data path: writev of queued chunks, bulk/direct reads, message matching, failure.
+// No allocation here except the bounded buffers of unexpected messages.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+#include "tcp_endpoint.h"
+
+namespace gw::drv::tcp {
+namespace {
+constexpr int kMaxIov = 64;
+constexpr size_t kDirectMin = 4096;  // payload left at least this big is read in place
+constexpr int kMaxReadsPerPoll = 32; // keep one busy stream from starving the others
+}  // namespace
+
+void TcpEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
+  t_->push_completion(Completion{wr_id, tag, len, this, peer_id_, op, code});
+  --outstanding_;
+}
+
+Status TcpEndpoint::stream_error(const Stream& s, const char* what, int err) const {
+  size_t idx = 0;
+  while (idx < streams_.size() && streams_[idx].get() != &s) ++idx;
+  return Status(Code::kRemoteError,
+                "tcp: peer " + peer_name_ + " (" + remote_ + ") " + what + " on stream " +
+                    std::to_string(idx) + " of " + std::to_string(streams_.size()) +
+                    "; it exited or failed — check its log",
+                err);
+}
+
+void TcpEndpoint::flush(Stream& s) {
+  while (!s.txq.empty() && s.writable) {
+    iovec iov[kMaxIov];
+    int niov = 0;
+    for (size_t i = 0; i < s.txq.size() && niov + 2 <= kMaxIov; ++i) {
+      Chunk& c = s.txq.at(i);
+      if (c.done < sizeof(FrameHeader)) {
+        iov[niov++] = {reinterpret_cast<uint8_t*>(&c.hdr) + c.done, sizeof(FrameHeader) - c.done};
+      }
+      size_t pdone = c.done > sizeof(FrameHeader) ? c.done - sizeof(FrameHeader) : 0;
+      if (c.hdr.chunk_len > pdone)
+        iov[niov++] = {const_cast<uint8_t*>(c.payload) + pdone, c.hdr.chunk_len - pdone};
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<size_t>(niov);
+    ssize_t w = ::sendmsg(s.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        s.writable = false;
+      } else if (errno != EINTR) {
+        fail(stream_error(s, "failed a send", errno));
+      }
+      return;
+    }
+    t_->counters_.bytes_sent += static_cast<uint64_t>(w);
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 || (!s.txq.empty() && s.txq.front().done ==
+                                              sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
+      Chunk& c = s.txq.front();
+      size_t total = sizeof(FrameHeader) + c.hdr.chunk_len;
+      size_t take = std::min(left, total - c.done);
+      c.done += take;
+      left -= take;
+      if (c.done < total) break;
+      SendSlot& slot = sends_[c.send_slot];
+      int idx = c.send_slot;
+      s.txq.pop();
+      if (--slot.chunks_left == 0) {
+        slot.used = false;
+        free_sends_.push_back(idx);
+        ++t_->counters_.msgs_sent;
+        complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
+      }
+      if (s.txq.empty()) break;
+    }
+  }
+}
+
+// Reads up to n bytes; false when the stream has nothing more now (or failed).
+bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
+  ssize_t r = ::recv(s.fd.get(), dst, n, MSG_DONTWAIT);
+  if (r > 0) {
+    *got = static_cast<size_t>(r);
+    t_->counters_.bytes_received += static_cast<uint64_t>(r);
+    return true;
+  }
+  if (r == 0) {
+    fail(stream_error(s, "closed the connection", 0));
+  } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    s.readable = false;
+  } else if (errno != EINTR) {
+    fail(stream_error(s, "reset the connection", errno));
+  }
+  return false;
+}
+
+void TcpEndpoint::read(Stream& s) {
+  int reads = 0;
+  while (!failed()) {
+    if (s.rx == Stream::Rx::kStalled) {
+      if (!start_chunk(s)) return;
+      continue;
+    }
+    size_t have = s.stage_end - s.stage_begin;
+    if (s.rx == Stream::Rx::kHeader) {
+      if (have >= sizeof(FrameHeader)) {
+        std::memcpy(&s.hdr, s.stage.get() + s.stage_begin, sizeof(FrameHeader));
+        s.stage_begin += sizeof(FrameHeader);
+        if (const char* why = check_header(s.hdr, t_->opts().max_message)) {
+          ++t_->counters_.protocol_errors;
+          fail(Status(Code::kProtocolError, "tcp: malformed frame from " + peer_name_ + " (" +
+                                                remote_ + "): " + why + "; connection dropped"));
+          return;
+        }
+        if (s.hdr.type != static_cast<uint8_t>(FrameType::kData)) {
+          ++t_->counters_.protocol_errors;
+          fail(Status(Code::kProtocolError,
+                      "tcp: unexpected hello from " + peer_name_ + " on a connected stream"));
+          return;
+        }
+        if (!start_chunk(s)) return;
+        continue;
+      }
+      if (!s.readable || reads++ >= kMaxReadsPerPoll) return;
+      if (s.stage_begin > 0) {  // keep the partial header at the front
+        std::memmove(s.stage.get(), s.stage.get() + s.stage_begin, have);
+        s.stage_begin = 0;
+        s.stage_end = have;
+      }
+      size_t got;
+      if (!read_some(s, s.stage.get() + s.stage_end, kStageSize - s.stage_end, &got)) return;
+      s.stage_end += got;
+      continue;
+    }
+    // Payload: first whatever the bulk read already brought, then straight into place.
+    if (have > 0) {
+      size_t take = std::min<uint64_t>(have, s.chunk_left);
+      if (s.dst) std::memcpy(s.dst, s.stage.get() + s.stage_begin, take);
+      if (s.dst) s.dst += take;
+      s.stage_begin += take;
+      s.chunk_left -= take;
+    } else if (s.chunk_left > 0) {
+      if (!s.readable || reads++ >= kMaxReadsPerPoll) return;
+      size_t got;
+      if (s.chunk_left >= kDirectMin) {
+        uint8_t* to = s.dst ? s.dst : t_->drain_.get();
+        size_t n = s.dst ? s.chunk_left : std::min(s.chunk_left, TcpTransport::kDrainSize);
+        if (!read_some(s, to, n, &got)) return;
+        if (s.dst) s.dst += got;
+        s.chunk_left -= got;
+      } else {
+        s.stage_begin = s.stage_end = 0;
+        if (!read_some(s, s.stage.get(), kStageSize, &got)) return;
+        s.stage_end = got;
+      }
+    }
+    if (s.chunk_left == 0) end_chunk(s);
+  }
+}
+
+// The chunk header in s.hdr is valid: find its message. False = stalled (or failed).
+bool TcpEndpoint::start_chunk(Stream& s) {
+  const FrameHeader& h = s.hdr;
+  int m = -1;
+  if (h.seq < next_match_) {
+    for (int i = 0; i < kMaxInMsgs; ++i)
+      if (msgs_[i].active && msgs_[i].seq == h.seq) m = i;
+    if (m < 0 || msgs_[m].tag != h.tag || msgs_[m].len != h.msg_len) {
+      ++t_->counters_.protocol_errors;
+      fail(Status(Code::kProtocolError, "tcp: chunk of message " + std::to_string(h.seq) +
+                                            " from " + peer_name_ +
+                                            " does not belong to any message in flight"));
+      return false;
+    }
+  } else if (h.seq == next_match_) {
+    m = match_new(h);
+  }
+  if (m < 0) {
+    if (s.rx != Stream::Rx::kStalled) ++t_->counters_.rx_stalls;
+    s.rx = Stream::Rx::kStalled;
+    return false;
+  }
+  s.rx = Stream::Rx::kPayload;
+  s.msg = m;
+  s.chunk_left = h.chunk_len;
+  s.dst = msgs_[m].base ? msgs_[m].base + h.offset : nullptr;
+  if (s.chunk_left == 0) end_chunk(s);
+  return true;
+}
+
+int TcpEndpoint::match_new(const FrameHeader& h) {
+  int m = 0;
+  while (m < kMaxInMsgs && msgs_[m].active) ++m;
+  if (m == kMaxInMsgs) return -1;
+  // Earliest posted receive with this tag, on this endpoint or any-source.
+  int ri = recvs_.head();
+  while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != h.tag)
+    ri = recvs_.next(ri);
+  auto& any = t_->any_;
+  int ai = any.head();
+  while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != h.tag) ai = any.next(ai);
+  InMsg& im = msgs_[m];
+  if (ri < 0 && ai < 0) {
+    if (t_->unexpected_used_ + h.msg_len > t_->opts().unexpected_bytes) return -1;
+    if (h.msg_len > 0) {
+      im.ubuf.reset(new (std::nothrow) uint8_t[h.msg_len]);
+      if (!im.ubuf) return -1;
+    }
+    t_->unexpected_used_ += h.msg_len;
+    ++t_->counters_.unexpected_msgs;
+    im.dest = Dest::kUnexpected;
+    im.base = im.ubuf.get();
+  } else {
+    bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
+    im.req = use_any ? any[ai].req : recvs_[ri].req;
+    if (use_any) {
+      any.erase(ai);
+      ++outstanding_;  // the any-source reservation now completes through this endpoint
+    } else {
+      recvs_.erase(ri);
+    }
+    if (h.msg_len > im.req.len) {
+      ++t_->counters_.truncated_recvs;
+      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv, Code::kInvalidArgument);
+      im.dest = Dest::kDrain;
+      im.base = nullptr;
+    } else {
+      im.dest = Dest::kUser;
+      im.base = static_cast<uint8_t*>(im.req.buf);
+    }
+  }
+  im.active = true;
+  im.complete = im.claimed = im.claim_err = false;
+  im.seq = h.seq;
+  im.tag = h.tag;
+  im.len = h.msg_len;
+  im.received = 0;
+  im.arrival = t_->arrivals_++;
+  ++next_match_;
+  return m;
+}
+
+void TcpEndpoint::end_chunk(Stream& s) {
+  InMsg& im = msgs_[s.msg];
+  im.received += s.hdr.chunk_len;
+  s.rx = Stream::Rx::kHeader;
+  s.msg = -1;
+  if (im.received == im.len) finish_msg(static_cast<int>(&im - msgs_.data()));
+}
+
+void TcpEndpoint::finish_msg(int m) {
+  InMsg& im = msgs_[m];
+  ++t_->counters_.msgs_received;
+  switch (im.dest) {
+    case Dest::kUser:
+      complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
+      im.active = false;
+      break;
+    case Dest::kDrain:
+      im.active = false;
+      break;
+    case Dest::kUnexpected:
+      im.complete = true;
+      if (im.claimed) deliver_unexpected(m);
+      break;
+  }
+}
+
+int TcpEndpoint::find_unexpected(uint64_t tag) const {
+  int best = -1;
+  for (int i = 0; i < kMaxInMsgs; ++i) {
+    const InMsg& im = msgs_[i];
+    if (im.active && im.dest == Dest::kUnexpected && !im.claimed &&
+        (tag == kAnyTag || im.tag == tag) && (best < 0 || im.seq < msgs_[best].seq))
+      best = i;
+  }
+  return best;
+}
+
+void TcpEndpoint::bind_unexpected(int m, const RecvRequest& r) {
+  InMsg& im = msgs_[m];
+  im.claimed = true;
+  im.req = r;
+  if (im.len > r.len) {
+    ++t_->counters_.truncated_recvs;
+    im.claim_err = true;
+    complete(r.wr_id, im.tag, im.len, Op::kRecv, Code::kInvalidArgument);
+  }
+  if (im.complete) deliver_unexpected(m);
+}
+
+void TcpEndpoint::deliver_unexpected(int m) {
+  InMsg& im = msgs_[m];
+  if (!im.claim_err) {
+    if (im.len) std::memcpy(im.req.buf, im.ubuf.get(), im.len);
+    complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
+  }
+  release_msg(m);
+}
+
+void TcpEndpoint::release_msg(int m) {
+  InMsg& im = msgs_[m];
+  if (im.dest == Dest::kUnexpected) t_->unexpected_used_ -= im.len;
+  im.ubuf.reset();
+  im.base = nullptr;
+  im.active = false;
+}
+
+void TcpEndpoint::fail(const Status& st) {
+  if (failed()) return;
+  error_ = st;
+  ++t_->counters_.endpoint_errors;
+  t_->log_->warn("{}", st.to_string());
+  const Code code = st.code();
+  for (size_t i = 0; i < sends_.size(); ++i) {
+    if (!sends_[i].used) continue;
+    sends_[i].used = false;
+    free_sends_.push_back(static_cast<int>(i));
+    complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
+  }
+  while (recvs_.head() >= 0) {
+    int ri = recvs_.head();
+    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
+    recvs_.erase(ri);
+  }
+  for (int m = 0; m < kMaxInMsgs; ++m) {
+    InMsg& im = msgs_[m];
+    if (!im.active) continue;
+    bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
+    if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
+    release_msg(m);
+  }
+  for (auto& s : streams_) {
+    s->txq.clear();
+    s->fd = Fd();  // closing removes it from the epoll set
+    s->readable = s->writable = false;
+    s->rx = Stream::Rx::kHeader;
+    s->stage_begin = s->stage_end = 0;
+  }
+  complete(0, 0, 0, Op::kEndpointError, code);
+}
+
+}  // namespace gw::drv::tcp

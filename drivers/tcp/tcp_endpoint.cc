@@ -1,0 +1,146 @@
+// TcpEndpoint: setup, teardown and posting of requests.
+#include "tcp_endpoint.h"
+
+#include <sys/epoll.h>
+
+#include "log.h"
+
+namespace gw::drv::tcp {
+
+TcpEndpoint::TcpEndpoint(TcpTransport* t, const ConnectParams& p, std::string remote)
+    : t_(t), remote_(std::move(remote)) {
+  peer_id_ = p.peer_id;
+  peer_name_ = p.peer_name.empty() ? remote_ : p.peer_name;
+  const auto& o = t->opts();
+  sends_.resize(static_cast<size_t>(o.max_outstanding));
+  for (int i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
+  recvs_.init(static_cast<size_t>(o.max_outstanding));
+  msgs_.resize(kMaxInMsgs);
+}
+
+Status TcpEndpoint::attach(std::vector<Fd> fds) {
+  const auto& o = t_->opts();
+  for (auto& fd : fds) {
+    GW_RETURN_IF_ERROR(configure_stream(fd.get(), o.sock));
+    auto s = std::make_unique<Stream>();
+    s->kind = PollItem::kStream;
+    s->ep = this;
+    s->txq.init(static_cast<size_t>(o.max_outstanding) + 1);
+    s->stage.reset(new uint8_t[kStageSize]);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = static_cast<PollItem*>(s.get());
+    if (::epoll_ctl(t_->epoll_fd(), EPOLL_CTL_ADD, fd.get(), &ev) != 0)
+      return Status(Code::kSystemError, "tcp: epoll_ctl(ADD) for " + peer_name_, errno);
+    s->fd = std::move(fd);
+    streams_.push_back(std::move(s));
+  }
+  // One completion is kept for the endpoint-error event, so it can always be reported.
+  if (t_->reserve_completion()) ++outstanding_;
+  return Status();
+}
+
+TcpEndpoint::~TcpEndpoint() {
+  // Requests still pending are dropped without completions: the caller destroyed the
+  // endpoint, so nobody is left to receive them. Buffered data is freed.
+  for (int m = 0; m < kMaxInMsgs; ++m)
+    if (msgs_[m].active) release_msg(m);
+  t_->endpoint_gone(this);
+}
+
+Status TcpEndpoint::check_send(const SendRequest& r) const {
+  if (r.tag == kAnyTag)
+    return Status(Code::kInvalidArgument, "tcp: send to " + peer_name_ + " with tag kAnyTag");
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "tcp: send to " + peer_name_ + " from a null buffer");
+  if (r.len > t_->opts().max_message) {
+    return Status(Code::kInvalidArgument,
+                  "tcp: send of " + std::to_string(r.len) + " bytes to " + peer_name_ +
+                      " exceeds tcp.max_message_bytes = " +
+                      std::to_string(t_->opts().max_message));
+  }
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument, "tcp: send buffer is outside its memory region");
+  return Status();
+}
+
+Status TcpEndpoint::check_recv(const RecvRequest& r) const {
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "tcp: receive from " + peer_name_ + " into null");
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument, "tcp: receive buffer is outside its memory region");
+  return Status();
+}
+
+int TcpEndpoint::chunks_for(uint64_t len) const {
+  const auto& o = t_->opts();
+  uint64_t n = (len + kMaxChunk - 1) / kMaxChunk;
+  if (o.streams > 1 && len >= o.stripe_min) {
+    uint64_t s = static_cast<uint64_t>(o.streams);
+    n = (n + s - 1) / s * s;  // a multiple of the stream count, so the load is even
+  }
+  return static_cast<int>(n == 0 ? 1 : n);
+}
+
+Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
+  if (failed()) return error_;
+  const size_t nstreams = streams_.size();
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const SendRequest& r = reqs[n];
+    if (Status st = check_send(r); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    const int chunks = chunks_for(r.len);
+    // Messages below 16 KiB stay on stream 0 (latency); larger ones rotate or stripe.
+    const size_t first = (chunks == 1 && r.len < 16384) ? 0 : rr_ % nstreams;
+    const size_t per_stream = (static_cast<size_t>(chunks) + nstreams - 1) / nstreams;
+    bool room = !free_sends_.empty();
+    for (size_t i = 0; room && i < std::min<size_t>(chunks, nstreams); ++i) {
+      auto& q = streams_[(first + i) % nstreams]->txq;
+      room = q.capacity() - q.size() >= per_stream;
+    }
+    if (!room || !t_->reserve_completion()) break;
+    ++outstanding_;
+    int slot = free_sends_.back();
+    free_sends_.pop_back();
+    sends_[slot] = SendSlot{r, static_cast<uint32_t>(chunks), true};
+    const uint64_t seq = tx_seq_++;
+    const uint64_t chunk = (r.len + chunks - 1) / chunks;
+    auto* p = static_cast<const uint8_t*>(r.buf);
+    for (int c = 0; c < chunks; ++c) {
+      uint64_t off = std::min<uint64_t>(c * chunk, r.len);
+      uint64_t len = std::min<uint64_t>(chunk, r.len - off);
+      Chunk ch{make_data_header(r.tag, r.len, seq, off, static_cast<uint32_t>(len)),
+               p ? p + off : nullptr, slot, 0};
+      streams_[(first + c) % nstreams]->txq.push(ch);
+    }
+    if (chunks > 1 || r.len >= 16384) ++rr_;
+  }
+  for (auto& s : streams_)
+    if (!s->txq.empty() && s->writable) flush(*s);
+  return n;
+}
+
+Result<size_t> TcpEndpoint::post_recv(std::span<const RecvRequest> reqs) {
+  if (failed()) return error_;
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (Status st = check_recv(r); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    int m = find_unexpected(r.tag);
+    if ((m < 0 && recvs_.full()) || !t_->reserve_completion()) break;
+    ++outstanding_;
+    if (m >= 0)
+      bind_unexpected(m, r);
+    else
+      recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+  }
+  return n;
+}
+
+}  // namespace gw::drv::tcp

@@ -1,0 +1,371 @@
+// TcpTransport: configuration, listening, connection set-up, progress loop, registration.
+#include "tcp_transport.h"
+
+#include <sys/epoll.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "gw_transport_driver.h"
+#include "log.h"
+#include "tcp_endpoint.h"
+
+namespace gw::drv::tcp {
+namespace {
+
+constexpr int kMaxPending = 256;
+
+Result<std::unique_ptr<Transport>> open_tcp(const Config& cfg) { return TcpTransport::open(cfg); }
+
+uint64_t link_speed(const std::string& iface) {
+  std::ifstream f("/sys/class/net/" + iface + "/speed");
+  int64_t mbps = 0;
+  return (f >> mbps) && mbps > 0 ? static_cast<uint64_t>(mbps) : 0;
+}
+
+}  // namespace
+
+GW_REGISTER_DRIVER(
+    tcp, 10, open_tcp,
+    {"tcp.iface", ConfigType::kString, "", "interface by name (empty: see tcp.subnet)"},
+    {"tcp.subnet", ConfigType::kString, "",
+     "interface by subnet, e.g. 10.0.0.0/8 (empty: first up non-loopback, else lo)"},
+    {"tcp.family", ConfigType::kString, "auto", "inet, inet6 or auto"},
+    {"tcp.port", ConfigType::kInt, "0", "listening port (0: any free port)"},
+    {"tcp.streams", ConfigType::kInt, "1", "TCP connections per peer (1..64)"},
+    {"tcp.stripe_min_bytes", ConfigType::kInt, "262144",
+     "messages at least this big are striped across the streams"},
+    {"tcp.unexpected_bytes", ConfigType::kInt, "67108864",
+     "buffer for messages that arrive before their receive; beyond it the sender waits"},
+    {"tcp.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
+    {"tcp.max_outstanding", ConfigType::kInt, "1024",
+     "posted sends (and receives) per endpoint"},
+    {"tcp.cq_depth", ConfigType::kInt, "65536", "completions held before poll() drains them"},
+    {"tcp.sndbuf", ConfigType::kInt, "0", "SO_SNDBUF bytes (0: kernel autotuning)"},
+    {"tcp.rcvbuf", ConfigType::kInt, "0", "SO_RCVBUF bytes (0: kernel autotuning)"},
+    {"tcp.user_timeout_ms", ConfigType::kInt, "10000",
+     "TCP_USER_TIMEOUT: unacknowledged data this long means the peer is dead"},
+    {"tcp.keepalive_s", ConfigType::kInt, "2",
+     "keepalive probe interval, so an idle dead peer is found (0: off)"},
+    {"tcp.hello_timeout_ms", ConfigType::kInt, "5000",
+     "an accepted connection must identify itself within this time"});
+
+Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
+  std::unique_ptr<TcpTransport> t(new TcpTransport());
+  GW_RETURN_IF_ERROR(t->init(cfg));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Status TcpTransport::init(const Config& cfg) {
+  log_ = log::get("gw.drv.tcp");
+  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
+  opts_.streams = static_cast<int>(geti("tcp.streams"));
+  if (opts_.streams < 1 || opts_.streams > static_cast<int>(kMaxStreams)) {
+    return Status(Code::kInvalidArgument,
+                  "tcp.streams = " + std::to_string(opts_.streams) + " must be 1..64");
+  }
+  opts_.stripe_min = static_cast<uint64_t>(std::max<int64_t>(1, geti("tcp.stripe_min_bytes")));
+  opts_.unexpected_bytes = static_cast<uint64_t>(geti("tcp.unexpected_bytes"));
+  opts_.max_message = static_cast<uint64_t>(geti("tcp.max_message_bytes"));
+  opts_.max_outstanding = static_cast<int>(std::clamp<int64_t>(geti("tcp.max_outstanding"), 1,
+                                                               1 << 20));
+  opts_.cq_depth = static_cast<int>(std::clamp<int64_t>(geti("tcp.cq_depth"), 16, 1 << 24));
+  opts_.hello_timeout_ms = static_cast<int>(geti("tcp.hello_timeout_ms"));
+  opts_.sock.sndbuf = static_cast<int>(geti("tcp.sndbuf"));
+  opts_.sock.rcvbuf = static_cast<int>(geti("tcp.rcvbuf"));
+  opts_.sock.user_timeout_ms = static_cast<int>(geti("tcp.user_timeout_ms"));
+  opts_.sock.keepalive_s = static_cast<int>(geti("tcp.keepalive_s"));
+
+  GW_ASSIGN_OR_RETURN(auto local, choose_local(cfg.get_string("tcp.iface").value(),
+                                               cfg.get_string("tcp.subnet").value(),
+                                               cfg.get_string("tcp.family").value()));
+  local_ = local.addr;
+  local_.set_port(static_cast<uint16_t>(geti("tcp.port")));
+  GW_ASSIGN_OR_RETURN(listen_fd_, listen_on(local_, 1024));
+  epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd_) return Status(Code::kSystemError, "tcp: epoll_create1", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &listen_item_;
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev) != 0)
+    return Status(Code::kSystemError, "tcp: epoll_ctl(listener)", errno);
+
+  uint8_t payload[32];
+  size_t n = encode_addr(local_, payload);
+  GW_ASSIGN_OR_RETURN(addr_, Address::make("tcp", 1, {payload, n}));
+  props_.name = "tcp";
+  props_.device = local.iface;
+  props_.link_speed_mbps = link_speed(local.iface);
+  props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
+  props_.max_message_size = opts_.max_message;
+  props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
+  completions_.init(static_cast<size_t>(opts_.cq_depth) + 4096);  // + endpoint-error events
+  any_.init(static_cast<size_t>(opts_.max_outstanding));
+  drain_.reset(new uint8_t[kDrainSize]);
+  events_.resize(256);
+  log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer",
+             local_.to_string(), local.iface, local.why, opts_.streams);
+  return Status();
+}
+
+TcpTransport::~TcpTransport() = default;
+
+Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
+                                                        Deadline deadline) {
+  const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
+  if (p.remote.driver() != "tcp" || p.remote.version() != 1) {
+    return Status(Code::kInvalidArgument, "tcp: address of " + who + " is for driver '" +
+                                              std::string(p.remote.driver()) +
+                                              "' (both sides must use the same transport)");
+  }
+  GW_ASSIGN_OR_RETURN(SockAddr remote,
+                      decode_addr(p.remote.payload().data(), p.remote.payload().size()));
+  std::vector<Fd> fds;
+  if (p.active) {
+    for (int i = 0; i < opts_.streams; ++i) {
+      auto fd = dial(local_, remote, opts_.sock, deadline);
+      if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
+      FrameHeader h = make_hello(p.key, static_cast<uint32_t>(opts_.streams),
+                                 static_cast<uint32_t>(i));
+      GW_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline)
+                             .with_context("tcp: hello to " + who));
+      fds.push_back(std::move(*fd));
+    }
+  } else {
+    // The peer dials us; accept (through progress) until its streams are all here.
+    Completion none[1];
+    for (;;) {
+      auto got = take_parked(p.key);
+      if (got.ok()) {
+        fds = std::move(*got);
+        break;
+      }
+      if (deadline.expired()) {
+        return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
+                                          ") did not connect to " + local_.to_string() +
+                                          " in time; is it running and using the same store?");
+      }
+      GW_RETURN_IF_ERROR(progress({none, 0}).status());
+      pollfd pf{epfd_.get(), POLLIN, 0};
+      ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
+    }
+  }
+  auto ep = std::make_unique<TcpEndpoint>(this, p, remote.to_string());
+  eps_.push_back(ep.get());
+  GW_RETURN_IF_ERROR(ep->attach(std::move(fds)));
+  log_->debug("tcp: connected to {} ({}) with {} stream(s)", who, remote.to_string(),
+              ep->streams_.size());
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+Result<std::vector<Fd>> TcpTransport::take_parked(uint64_t key) {
+  auto [lo, hi] = parked_.equal_range(key);
+  if (lo == hi) return Status(Code::kUnavailable, "not yet");
+  size_t want = lo->second->hello.msg_len;
+  std::vector<PendingConn*> by_index(want, nullptr);
+  for (auto it = lo; it != hi; ++it) {
+    auto& h = it->second->hello;
+    if (h.msg_len == want && h.offset < want) by_index[h.offset] = it->second.get();
+  }
+  for (auto* pc : by_index)
+    if (!pc) return Status(Code::kUnavailable, "not yet");
+  std::vector<Fd> fds;
+  for (auto* pc : by_index) fds.push_back(std::move(pc->fd));
+  parked_.erase(lo, hi);
+  return fds;
+}
+
+void TcpTransport::accept_pending() {
+  for (;;) {
+    SockAddr from;
+    from.len = sizeof from.ss;
+    int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&from.ss), &from.len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    if (pending_.size() >= kMaxPending) {
+      ::close(fd);
+      ++counters_.rejected_conns;
+      log_->warn("tcp: refused a connection from {}: {} are already waiting to identify",
+                 from.to_string(), kMaxPending);
+      continue;
+    }
+    auto pc = std::make_unique<PendingConn>();
+    pc->kind = PollItem::kPending;
+    pc->fd = Fd(fd);
+    pc->since = Clock::now();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<PollItem*>(pc.get());
+    ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
+    pending_.push_back(std::move(pc));
+    read_hello(pending_.back().get());
+  }
+}
+
+void TcpTransport::read_hello(PendingConn* pc) {
+  // Read exactly the hello: what follows is data for the endpoint.
+  ssize_t r = ::recv(pc->fd.get(), reinterpret_cast<uint8_t*>(&pc->hello) + pc->got,
+                     sizeof(FrameHeader) - pc->got, MSG_DONTWAIT);
+  const char* why = nullptr;
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+    why = "closed before identifying itself";
+  } else if (r > 0) {
+    pc->got += static_cast<size_t>(r);
+    if (pc->got < sizeof(FrameHeader)) return;
+    why = check_header(pc->hello, opts_.max_message);
+    if (!why && pc->hello.type != static_cast<uint8_t>(FrameType::kHello))
+      why = "first frame is not a hello";
+  } else {
+    return;
+  }
+  ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, pc->fd.get(), nullptr);
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [pc](auto& u) { return u.get() == pc; });
+  std::unique_ptr<PendingConn> owned = std::move(*it);
+  pending_.erase(it);
+  if (why) {
+    ++counters_.rejected_conns;
+    log_->warn("tcp: rejected an incoming connection: {}", why);
+    return;
+  }
+  parked_.emplace(owned->hello.tag, std::move(owned));
+}
+
+void TcpTransport::expire_pending() {
+  auto limit = Millis(opts_.hello_timeout_ms);
+  for (size_t i = 0; i < pending_.size();) {
+    if (Clock::now() - pending_[i]->since < limit) {
+      ++i;
+      continue;
+    }
+    ++counters_.rejected_conns;
+    log_->warn("tcp: dropped an incoming connection that sent no hello within {} ms",
+               opts_.hello_timeout_ms);
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
+}
+
+Result<size_t> TcpTransport::progress(std::span<Completion> out) {
+  int n = ::epoll_wait(epfd_.get(), events_.data(), static_cast<int>(events_.size()), 0);
+  if (n < 0 && errno != EINTR) return Status(Code::kSystemError, "tcp: epoll_wait", errno);
+  for (int i = 0; i < n; ++i) {
+    auto* item = static_cast<PollItem*>(events_[i].data.ptr);
+    uint32_t e = events_[i].events;
+    if (item->kind == PollItem::kListener) {
+      accept_pending();
+    } else if (item->kind == PollItem::kPending) {
+      read_hello(static_cast<PendingConn*>(item));
+    } else {
+      auto* s = static_cast<Stream*>(item);
+      if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) s->readable = true;
+      if (e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) s->writable = true;
+    }
+  }
+  for (TcpEndpoint* ep : eps_) {
+    for (auto& sp : ep->streams_) {
+      if (ep->failed()) break;
+      Stream& s = *sp;
+      if (s.writable && !s.txq.empty()) ep->flush(s);
+      if (s.readable || s.stage_end > s.stage_begin || s.rx == Stream::Rx::kStalled)
+        ep->read(s);
+    }
+  }
+  if (!pending_.empty()) expire_pending();
+  size_t k = 0;
+  while (k < out.size() && !completions_.empty()) {
+    out[k++] = completions_.front();
+    completions_.pop();
+  }
+  cq_reserved_ -= std::min(cq_reserved_, k);
+  return k;
+}
+
+bool TcpTransport::reserve_completion() {
+  if (cq_reserved_ >= static_cast<size_t>(opts_.cq_depth)) return false;
+  ++cq_reserved_;
+  return true;
+}
+
+void TcpTransport::push_completion(const Completion& c) {
+  if (!completions_.full()) completions_.push(c);
+}
+
+void TcpTransport::endpoint_gone(TcpEndpoint* ep) {
+  eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+  // Completions of a destroyed endpoint must not reach the caller.
+  size_t n = completions_.size(), purged = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Completion c = completions_.front();
+    completions_.pop();
+    if (c.ep == ep)
+      ++purged;
+    else
+      completions_.push(c);
+  }
+  cq_reserved_ -= std::min(cq_reserved_, purged + ep->outstanding_);
+}
+
+Result<size_t> TcpTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (r.buf == nullptr && r.len > 0) {
+      if (n == 0) return Status(Code::kInvalidArgument, "tcp: any-source receive into null");
+      break;
+    }
+    if (!reserve_completion()) break;
+    if (take_unexpected_any(r)) continue;
+    if (any_.full()) {
+      --cq_reserved_;
+      break;
+    }
+    any_.push_back(AnyRecv{r, next_post_seq()});
+  }
+  return n;
+}
+
+bool TcpTransport::take_unexpected_any(const RecvRequest& r) {
+  TcpEndpoint* best = nullptr;
+  int best_m = -1;
+  for (TcpEndpoint* ep : eps_) {
+    int m = ep->find_unexpected(r.tag);
+    if (m >= 0 && (!best || ep->arrival_of(m) < best->arrival_of(best_m))) {
+      best = ep;
+      best_m = m;
+    }
+  }
+  if (!best) return false;
+  ++best->outstanding_;
+  best->bind_unexpected(best_m, r);
+  return true;
+}
+
+Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, MemKind kind) {
+  if (addr == nullptr && length > 0) {
+    return Status(Code::kInvalidArgument,
+                  "tcp: register_memory(nullptr, " + std::to_string(length) + ")");
+  }
+  if (kind == MemKind::kCudaDevice) {
+    return Status(Code::kNotSupported,
+                  "tcp: CUDA device memory cannot be sent without the staging pipeline; "
+                  "register host or pinned (cuda-host) memory");
+  }
+  return MemoryRegion(addr, length, kind, 0, nullptr);
+}
+
+std::map<std::string, uint64_t> TcpTransport::stats() const {
+  const auto& c = counters_;
+  return {{"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},           {"msgs_received", c.msgs_received},
+          {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
+          {"rx_stalls", c.rx_stalls},           {"truncated_recvs", c.truncated_recvs},
+          {"protocol_errors", c.protocol_errors}, {"rejected_conns", c.rejected_conns},
+          {"endpoint_errors", c.endpoint_errors}, {"endpoints", eps_.size()}};
+}
+
+Result<size_t> TcpCq::poll(std::span<Completion> out) { return t_->progress(out); }
+
+int TcpCq::wait_fd() const { return t_->epoll_fd(); }
+
+}  // namespace gw::drv::tcp

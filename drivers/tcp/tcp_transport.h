@@ -1,0 +1,145 @@
+/// @file tcp_transport.h
+/// Kernel-TCP transport: non-blocking sockets under one epoll set; several streams per peer,
+/// large messages striped across them; payload read straight into the posted buffer; unexpected
+/// messages buffered up to tcp.unexpected_bytes, beyond which the sender is back-pressured by
+/// not reading its stream.
+/// Thread-safety: none (one thread drives a transport and its endpoints).
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gw_config.h"
+#include "gw_transport.h"
+#include "tcp_slots.h"
+#include "tcp_socket.h"
+#include "tcp_wire.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace gw::drv::tcp {
+
+class TcpTransport;
+class TcpEndpoint;
+
+/// What an epoll event points at.
+struct PollItem {
+  enum Kind : uint8_t { kListener, kPending, kStream } kind;
+};
+
+/// An accepted socket waiting for (or holding) its HELLO.
+struct PendingConn : PollItem {
+  Fd fd;
+  FrameHeader hello{};
+  size_t got = 0;
+  Clock::time_point since;
+};
+
+struct Stream : PollItem {
+  Fd fd;
+  TcpEndpoint* ep = nullptr;
+  bool readable = true;
+  bool writable = true;
+  // Send side: chunks queued in order; the head may be partly written.
+  Ring<Chunk> txq;
+  // Receive side.
+  enum class Rx : uint8_t { kHeader, kPayload, kStalled } rx = Rx::kHeader;
+  std::unique_ptr<uint8_t[]> stage;  // small frames are read in bulk through here
+  size_t stage_begin = 0, stage_end = 0;
+  FrameHeader hdr{};
+  int msg = -1;                       // InMsg slot of the chunk being read
+  uint8_t* dst = nullptr;             // where the payload goes; null = discard
+  uint64_t chunk_left = 0;
+};
+
+struct Options {
+  int streams = 1;
+  uint64_t stripe_min = 0;
+  uint64_t unexpected_bytes = 0;
+  uint64_t max_message = 0;
+  int max_outstanding = 0;
+  int cq_depth = 0;
+  int hello_timeout_ms = 0;
+  StreamOptions sock;
+};
+
+class TcpCq final : public CompletionQueue {
+ public:
+  explicit TcpCq(TcpTransport* t) : t_(t) {}
+  Result<size_t> poll(std::span<Completion> out) override;
+  int wait_fd() const override;
+
+ private:
+  TcpTransport* t_;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<Transport>> open(const Config& cfg);
+  ~TcpTransport() override;
+
+  const TransportProperties& properties() const override { return props_; }
+  const Address& address() const override { return addr_; }
+  Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& p, Deadline deadline) override;
+  Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) override;
+  Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
+  CompletionQueue& cq() override { return cq_; }
+  std::map<std::string, uint64_t> stats() const override;
+
+  // --- used by TcpEndpoint and the data path ---
+  Result<size_t> progress(std::span<Completion> out);
+  int epoll_fd() const { return epfd_.get(); }
+  const Options& opts() const { return opts_; }
+  bool reserve_completion();
+  void push_completion(const Completion& c);
+  uint64_t next_post_seq() { return post_seq_++; }
+  void endpoint_gone(TcpEndpoint* ep);
+  /// Match an any-source receive against buffered messages; false if none matched.
+  bool take_unexpected_any(const RecvRequest& r);
+
+  struct AnyRecv {
+    RecvRequest req;
+    uint64_t post_seq;
+  };
+  SlotList<AnyRecv> any_;
+  uint64_t unexpected_used_ = 0;
+  uint64_t arrivals_ = 0;
+  std::unique_ptr<uint8_t[]> drain_;  // scratch for payload nobody can take
+  static constexpr size_t kDrainSize = 64 * 1024;
+  struct Counters {
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
+    uint64_t unexpected_msgs = 0, rx_stalls = 0, truncated_recvs = 0;
+    uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
+  } counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
+ private:
+  TcpTransport() : cq_(this) {}
+  Status init(const Config& cfg);
+  void accept_pending();
+  void read_hello(PendingConn* pc);
+  void expire_pending();
+  Result<std::vector<Fd>> take_parked(uint64_t key);
+
+  Options opts_;
+  TransportProperties props_;
+  Address addr_;
+  SockAddr local_;
+  Fd epfd_, listen_fd_;
+  PollItem listen_item_{PollItem::kListener};
+  TcpCq cq_;
+  std::vector<TcpEndpoint*> eps_;
+  std::vector<std::unique_ptr<PendingConn>> pending_;
+  std::multimap<uint64_t, std::unique_ptr<PendingConn>> parked_;  // key -> HELLOed sockets
+  Ring<Completion> completions_;
+  size_t cq_reserved_ = 0;
+  uint64_t post_seq_ = 0;
+  std::vector<epoll_event> events_;
+};
+
+}  // namespace gw::drv::tcp

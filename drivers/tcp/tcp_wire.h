@@ -1,0 +1,71 @@
+/// @file tcp_wire.h
+/// The TCP driver's wire format. Every frame starts with a 48-byte FrameHeader (little-endian).
+/// A message is sent as one or more DATA chunks (striped across the streams of an endpoint);
+/// chunks carry the message's sequence number so the receiver matches messages in send order
+/// whatever stream they arrive on. A dialled socket first sends one HELLO frame.
+///
+/// Address payload (what Transport::address() carries after the 9-byte Address header):
+///   family (1 byte: 4 or 6), port (2 bytes, big-endian), IP (4 or 16 bytes, network order).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace gw::drv::tcp {
+
+static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
+
+inline constexpr uint32_t kMagic = 0x31575747;  // "GWW1"
+inline constexpr uint8_t kVersion = 1;
+inline constexpr uint32_t kMaxStreams = 64;
+inline constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
+
+enum class FrameType : uint8_t {
+  kData = 1,   ///< tag, msg_len, seq, offset, chunk_len describe one chunk of a message
+  kHello = 2,  ///< tag = connection key, msg_len = stream count, offset = stream index
+};
+
+struct FrameHeader {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t type;
+  uint16_t flags;
+  uint32_t chunk_len;  ///< payload bytes that follow this header
+  uint32_t reserved;
+  uint64_t tag;
+  uint64_t msg_len;
+  uint64_t seq;
+  uint64_t offset;
+};
+static_assert(sizeof(FrameHeader) == 48);
+
+inline FrameHeader make_data_header(uint64_t tag, uint64_t msg_len, uint64_t seq,
+                                    uint64_t offset, uint32_t chunk_len) {
+  return FrameHeader{kMagic, kVersion, static_cast<uint8_t>(FrameType::kData), 0, chunk_len,
+                     0, tag, msg_len, seq, offset};
+}
+
+inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index) {
+  return FrameHeader{kMagic, kVersion, static_cast<uint8_t>(FrameType::kHello), 0, 0, 0, key,
+                     streams, 0, index};
+}
+
+/// Checks a received header before anything is done with it; `max_msg` bounds msg_len so a
+/// bogus length is never allocated or trusted. @return nullptr if valid, else the reason.
+inline const char* check_header(const FrameHeader& h, uint64_t max_msg) {
+  if (h.magic != kMagic) return "bad magic (not a gradwire peer, or the stream is corrupt)";
+  if (h.version != kVersion) return "unsupported wire version (peers run different releases)";
+  if (h.type == static_cast<uint8_t>(FrameType::kHello)) {
+    if (h.chunk_len != 0 || h.msg_len == 0 || h.msg_len > kMaxStreams || h.offset >= h.msg_len)
+      return "malformed hello (stream count or index out of range)";
+    return nullptr;
+  }
+  if (h.type != static_cast<uint8_t>(FrameType::kData)) return "unknown frame type";
+  if (h.msg_len > max_msg) return "message length beyond tcp.max_message_bytes";
+  if (h.chunk_len > kMaxChunk || h.offset > h.msg_len || h.chunk_len > h.msg_len - h.offset)
+    return "chunk outside its message";
+  if (h.chunk_len == 0 && h.msg_len != 0) return "empty chunk of a non-empty message";
+  return nullptr;
+}
+
+}  // namespace gw::drv::tcp
