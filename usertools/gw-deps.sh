@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install gradwire's build and test dependencies from Debian 12 packages (idempotent).
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
+      libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "gw-deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
