@@ -1,0 +1,155 @@
+// Names of dtypes/ops/algorithms and the scalar float16/bfloat16 conversions.
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "reduce_kernels.h"
+
+namespace gw {
+namespace {
+
+template <class E, size_t N>
+std::optional<E> find_name(std::string_view name, const std::pair<const char*, E> (&table)[N]) {
+  for (auto& [n, v] : table) {
+    if (name == n) return v;
+  }
+  return std::nullopt;
+}
+
+constexpr std::pair<const char*, DataType> kDtypeNames[] = {
+    {"float32", DataType::kFloat32},   {"float", DataType::kFloat32},  {"fp32", DataType::kFloat32},
+    {"float64", DataType::kFloat64},   {"double", DataType::kFloat64}, {"fp64", DataType::kFloat64},
+    {"float16", DataType::kFloat16},   {"half", DataType::kFloat16},   {"fp16", DataType::kFloat16},
+    {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16},  {"int32", DataType::kInt32},
+    {"int", DataType::kInt32},         {"int64", DataType::kInt64},    {"uint8", DataType::kUInt8},
+    {"byte", DataType::kUInt8}};
+constexpr std::pair<const char*, ReduceOp> kOpNames[] = {{"sum", ReduceOp::kSum},
+                                                         {"prod", ReduceOp::kProd},
+                                                         {"min", ReduceOp::kMin},
+                                                         {"max", ReduceOp::kMax},
+                                                         {"avg", ReduceOp::kAvg}};
+constexpr std::pair<const char*, Algo> kAlgoNames[] = {
+    {"auto", Algo::kAuto}, {"ring", Algo::kRing}, {"rd", Algo::kRecursiveDoubling}};
+
+}  // namespace
+
+const char* dtype_name(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kUInt8:
+      return "uint8";
+  }
+  return "unknown";
+}
+
+const char* op_name(ReduceOp op) {
+  for (auto& [n, v] : kOpNames) {
+    if (v == op) return n;
+  }
+  return "unknown";
+}
+
+const char* algo_name(Algo a) {
+  for (auto& [n, v] : kAlgoNames) {
+    if (v == a) return n;
+  }
+  return "unknown";
+}
+
+std::optional<DataType> parse_dtype(std::string_view name) { return find_name(name, kDtypeNames); }
+std::optional<ReduceOp> parse_op(std::string_view name) { return find_name(name, kOpNames); }
+std::optional<Algo> parse_algo(std::string_view name) { return find_name(name, kAlgoNames); }
+
+namespace coll {
+
+// F. Giesen's float_to_half_fast3_rtne: round to nearest even, NaN -> quiet NaN, overflow -> inf.
+uint16_t float_to_half(float f) {
+  constexpr uint32_t kF16Max = (127 + 16) << 23;
+  constexpr uint32_t kDenormMagic = ((127 - 15) + (23 - 10) + 1) << 23;
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint16_t o;
+  if (u >= kF16Max) {
+    o = u > 0x7F800000u ? 0x7E00 : 0x7C00;
+  } else if (u < (113u << 23)) {  // subnormal or zero: let the FPU round
+    float v = std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic);
+    o = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) - kDenormMagic);
+  } else {
+    const uint32_t mant_odd = (u >> 13) & 1;
+    u += (static_cast<uint32_t>(15 - 127) << 23) + 0xFFF + mant_odd;
+    o = static_cast<uint16_t>(u >> 13);
+  }
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  if (exp == 0) {
+    float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // mant * 2^-24, exact
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(v) | sign);
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t float_to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+namespace {
+template <class T>
+void divide_as(void* dst, const void* src, size_t n, uint32_t divisor) {
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, static_cast<const char*>(src) + i * sizeof(T), sizeof(T));
+    v = static_cast<T>(v / static_cast<T>(divisor));
+    std::memcpy(static_cast<char*>(dst) + i * sizeof(T), &v, sizeof(T));
+  }
+}
+template <uint16_t (*Enc)(float), float (*Dec)(uint16_t)>
+void divide_narrow(void* dst, const void* src, size_t n, uint32_t divisor) {
+  auto* d = static_cast<uint16_t*>(dst);
+  auto* s = static_cast<const uint16_t*>(src);
+  for (size_t i = 0; i < n; ++i) d[i] = Enc(Dec(s[i]) / static_cast<float>(divisor));
+}
+}  // namespace
+
+void divide(DataType dt, void* dst, const void* src, size_t count, uint32_t divisor) {
+  if (divisor == 0) divisor = 1;
+  switch (dt) {
+    case DataType::kFloat32:
+      return divide_as<float>(dst, src, count, divisor);
+    case DataType::kFloat64:
+      return divide_as<double>(dst, src, count, divisor);
+    case DataType::kFloat16:
+      return divide_narrow<float_to_half, half_to_float>(dst, src, count, divisor);
+    case DataType::kBFloat16:
+      return divide_narrow<float_to_bf16, bf16_to_float>(dst, src, count, divisor);
+    case DataType::kInt32:
+      return divide_as<int32_t>(dst, src, count, divisor);
+    case DataType::kInt64:
+      return divide_as<int64_t>(dst, src, count, divisor);
+    case DataType::kUInt8:
+      return divide_as<uint8_t>(dst, src, count, divisor);
+  }
+}
+
+}  // namespace coll
+}  // namespace gw
