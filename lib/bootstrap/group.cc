@@ -1,0 +1,129 @@
+// Group::create: exchange addresses through the store, then connect every pair.
+#include <cstdio>
+#include <vector>
+
+#include "gw_group.h"
+#include "log.h"
+
+namespace gw {
+namespace {
+
+constexpr int kMaxSize = 1 << 16;  // lo * size + hi must fit in the key's low 32 bits
+
+// Both ends of a pair must compute the same key, and two groups (prefixes) must not collide:
+// the pair's index in the low 32 bits, a hash of the prefix in the high 32.
+uint64_t pair_key(const std::string& prefix, int a, int b, int size) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : prefix) h = (h ^ c) * 0x100000001b3ULL;
+  auto lo = static_cast<uint64_t>(std::min(a, b)), hi = static_cast<uint64_t>(std::max(a, b));
+  return (h << 32) ^ (lo * static_cast<uint64_t>(size) + hi);
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ", ";
+    if (i == 32) return out + "and " + std::to_string(ranks.size() - 32) + " more";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+// Which of `keys` are still missing, as ranks. Only on the error path: one check per rank.
+Result<std::vector<int>> missing_ranks(Store& store, const std::vector<std::string>& keys) {
+  std::vector<int> missing;
+  for (size_t p = 0; p < keys.size(); ++p) {
+    GW_ASSIGN_OR_RETURN(bool there, store.check({&keys[p], 1}));
+    if (!there) missing.push_back(static_cast<int>(p));
+  }
+  return missing;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
+                                             std::unique_ptr<Transport> transport, int rank,
+                                             int size, Nanos timeout, const std::string& prefix) {
+  if (!store || !transport) {
+    return Status(Code::kInvalidArgument, "group: store and transport must not be null");
+  }
+  if (size < 1 || size > kMaxSize || rank < 0 || rank >= size) {
+    return Status(Code::kInvalidArgument,
+                  "group: rank " + std::to_string(rank) + " of size " + std::to_string(size) +
+                      " is invalid (need 0 <= rank < size <= " + std::to_string(kMaxSize) + ")");
+  }
+  auto lg = log::get("gw.group");
+  Deadline deadline(timeout);
+  std::unique_ptr<Group> g(new Group());
+  g->rank_ = rank;
+  g->size_ = size;
+  g->store_ = std::move(store);
+  g->transport_ = std::move(transport);
+  g->eps_.resize(static_cast<size_t>(size));
+  if (size == 1) return g;
+
+  std::string where = "group rank " + std::to_string(rank);
+  std::vector<std::string> keys;
+  for (int p = 0; p < size; ++p) keys.push_back(prefix + "/addr/" + std::to_string(p));
+  Transport& tr = *g->transport_;
+  GW_RETURN_IF_ERROR(
+      g->store_->set(keys[static_cast<size_t>(rank)], tr.address().bytes()).with_context(where));
+
+  Status waited = g->store_->wait(keys, deadline.remaining());
+  if (waited.code() == Code::kTimeout) {
+    GW_ASSIGN_OR_RETURN(auto missing, missing_ranks(*g->store_, keys));
+    if (!missing.empty()) {
+      auto ms = std::chrono::duration_cast<Millis>(timeout).count();
+      return Status(Code::kTimeout,
+                    where + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
+                        join_ranks(missing) +
+                        (missing.size() == 1 ? " never published its" : " never published their") +
+                        " address to the store within " + std::to_string(ms) + " ms (prefix " +
+                        prefix + "): check " + (missing.size() == 1 ? "it was" : "they were") +
+                        " started, with the same world size and master address/port");
+    }
+  } else if (!waited.ok()) {
+    return waited.with_context(where + ": waiting for the other ranks' addresses");
+  }
+
+  std::vector<Address> addrs(static_cast<size_t>(size));
+  std::string_view driver = tr.address().driver();
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    std::string ctx = where + ": address of rank " + std::to_string(p);
+    GW_ASSIGN_OR_RETURN(auto bytes, g->store_->get(keys[static_cast<size_t>(p)],
+                                                   deadline.remaining()));
+    auto addr = Address::from_bytes(bytes);
+    if (!addr.ok()) return addr.status().with_context(ctx);
+    if (addr->driver() != driver) {
+      return Status(Code::kInvalidArgument,
+                    ctx + " is for driver '" + std::string(addr->driver()) +
+                        "' but this rank uses '" + std::string(driver) +
+                        "': every rank of a group must open the same transport");
+    }
+    addrs[static_cast<size_t>(p)] = *addr;
+  }
+
+  // Active connects never wait for the peer's process, so dialling every higher rank first and
+  // then accepting every lower one cannot deadlock.
+  auto connect = [&](int p) -> Status {
+    ConnectParams params;
+    params.remote = addrs[static_cast<size_t>(p)];
+    params.key = pair_key(prefix, rank, p, size);
+    params.active = rank < p;
+    params.peer_id = static_cast<uint32_t>(p);
+    params.peer_name = "rank " + std::to_string(p);
+    auto ep = tr.connect(params, deadline);
+    if (!ep.ok()) {
+      return ep.status().with_context(where + ": connect to rank " + std::to_string(p));
+    }
+    g->eps_[static_cast<size_t>(p)] = std::move(*ep);
+    return Status();
+  };
+  for (int p = rank + 1; p < size; ++p) GW_RETURN_IF_ERROR(connect(p));
+  for (int p = 0; p < rank; ++p) GW_RETURN_IF_ERROR(connect(p));
+  lg->debug("{}: connected to {} peers over {}", where, size - 1, driver);
+  return g;
+}
+
+}  // namespace gw

@@ -1,0 +1,48 @@
+// Helpers for the store tests: temporary directories and free ports.
+#pragma once
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gw_store.h"
+
+namespace gw::test {
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with its files on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/gw_store_test_XXXXXX";
+    if (char* p = ::mkdtemp(tmpl.data())) path_ = p;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    if (path_.empty()) return;
+    if (DIR* d = ::opendir(path_.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") ::unlink((path_ + "/" + n).c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// A port that was free a moment ago (a server bound it to port 0 and went away).
+inline uint16_t free_port() {
+  auto s = TcpStoreServer::start("127.0.0.1", 0);
+  return s.ok() ? (*s)->port() : 0;
+}
+
+}  // namespace gw::test
