@@ -1,0 +1,161 @@
+// The Communicator's start calls (argument checks, buffers of each collective) and their
+// blocking forms.
+#include <cstring>
+#include <limits>
+
+#include "coll_impl.h"
+
+namespace gw {
+namespace {
+
+using coll::Kind;
+
+Status check_buffers(const char* what, size_t count, DataType dt, const void* send,
+                     const void* recv) {
+  if (count > std::numeric_limits<size_t>::max() / 8 / 64)
+    return Status(Code::kInvalidArgument, std::string("coll: ") + what + ": count too large");
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return Status(Code::kInvalidArgument, std::string("coll: ") + what + " of " +
+                                              std::to_string(count) + " " + dtype_name(dt) +
+                                              " elements with a null buffer");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
+                                                 DataType dt, ReduceOp op,
+                                                 const CallOptions& call) {
+  GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv));
+  GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, count, call));
+  o->in = static_cast<const uint8_t*>(send);
+  o->work = o->out = static_cast<uint8_t*>(recv);
+  return impl_->launch(*o);
+}
+
+Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> bucket, DataType dt,
+                                                 ReduceOp op, const CallOptions& call) {
+  size_t total = 0;
+  for (auto& t : bucket) {
+    GW_RETURN_IF_ERROR(check_buffers("allreduce bucket tensor", t.count, dt, t.send, t.recv));
+    total += t.count;
+  }
+  GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, total, call));
+  Status st = o->fusion.ensure(impl_->group.transport(), total * o->es);
+  if (!st.ok()) {
+    o->active = false;
+    return st;
+  }
+  // Pack into the registered fusion buffer and reduce it in place; unpacked when done.
+  size_t off = 0;
+  for (auto& t : bucket) {
+    if (t.count) std::memcpy(o->fusion.data() + off * o->es, t.send, t.count * o->es);
+    off += t.count;
+  }
+  o->bucket.assign(bucket.begin(), bucket.end());
+  o->in = o->work = o->out = o->fusion.data();
+  return impl_->launch(*o);
+}
+
+Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* recv,
+                                                      size_t recv_count, DataType dt,
+                                                      ReduceOp op, const CallOptions& call) {
+  GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv));
+  const size_t total = recv_count * static_cast<size_t>(impl_->n);
+  GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kReduceScatter, dt, op, total, call));
+  o->desc.count = recv_count;
+  o->in = static_cast<const uint8_t*>(send);
+  o->out = static_cast<uint8_t*>(recv);
+  if (impl_->n == 1) {
+    o->work = o->out;
+  } else {
+    Status st = o->workbuf.ensure(impl_->group.transport(), total * o->es);
+    if (!st.ok()) {
+      o->active = false;
+      return st;
+    }
+    o->work = o->workbuf.data();
+  }
+  return impl_->launch(*o);
+}
+
+Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, size_t send_count,
+                                                 DataType dt, const CallOptions& call) {
+  GW_RETURN_IF_ERROR(check_buffers("allgather", send_count, dt, send, recv));
+  const size_t total = send_count * static_cast<size_t>(impl_->n);
+  GW_ASSIGN_OR_RETURN(coll::Task * o,
+                      impl_->begin(Kind::kAllgather, dt, ReduceOp::kSum, total, call));
+  o->desc.count = send_count;
+  o->in = static_cast<const uint8_t*>(send);
+  o->work = o->out = static_cast<uint8_t*>(recv);
+  return impl_->launch(*o);
+}
+
+Result<CollHandle> Communicator::broadcast_async(void* buf, size_t count, DataType dt, int root,
+                                                 const CallOptions& call) {
+  GW_RETURN_IF_ERROR(check_buffers("broadcast", count, dt, buf, buf));
+  if (root < 0 || root >= impl_->n) {
+    return Status(Code::kInvalidArgument, "coll: broadcast root " + std::to_string(root) +
+                                              " outside 0.." + std::to_string(impl_->n - 1));
+  }
+  GW_ASSIGN_OR_RETURN(coll::Task * o,
+                      impl_->begin(Kind::kBroadcast, dt, ReduceOp::kSum, count, call));
+  o->root = root;
+  o->desc.root = root;
+  o->in = o->work = o->out = static_cast<uint8_t*>(buf);
+  return impl_->launch(*o);
+}
+
+Result<CollHandle> Communicator::barrier_async(const CallOptions& call) {
+  GW_ASSIGN_OR_RETURN(coll::Task * o,
+                      impl_->begin(Kind::kBarrier, DataType::kUInt8, ReduceOp::kSum, 1, call));
+  Status st = o->fusion.ensure(impl_->group.transport(), 1);
+  if (!st.ok()) {
+    o->active = false;
+    return st;
+  }
+  o->in = o->work = o->out = o->fusion.data();
+  return impl_->launch(*o);
+}
+
+namespace {
+// Block for the call: the collective's own deadline fails it first, so wait a little longer.
+template <class Start>
+Status run(Communicator& c, Nanos timeout, Start start) {
+  GW_ASSIGN_OR_RETURN(CollHandle h, start());
+  return c.wait(h, timeout + Millis(1000));
+}
+}  // namespace
+
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dt,
+                               ReduceOp op, const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return allreduce_async(send, recv, count, dt, op, call); });
+}
+Status Communicator::allreduce(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
+                               const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return allreduce_async(bucket, dt, op, call); });
+}
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count,
+                                    DataType dt, ReduceOp op, const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return reduce_scatter_async(send, recv, recv_count, dt, op, call); });
+}
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dt,
+                               const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return allgather_async(send, recv, send_count, dt, call); });
+}
+Status Communicator::broadcast(void* buf, size_t count, DataType dt, int root,
+                               const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return broadcast_async(buf, count, dt, root, call); });
+}
+Status Communicator::barrier(const CallOptions& call) {
+  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+             [&] { return barrier_async(call); });
+}
+
+}  // namespace gw

@@ -1,0 +1,171 @@
+/// @file coll_impl.h
+/// Internal state of a Communicator: slots of collectives in flight, their registered scratch
+/// buffers, and the ring and recursive-doubling engines that drive them.
+/// Thread-safety: as Communicator (one thread at a time).
+#pragma once
+
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gw_coll.h"
+#include "gw_transport.h"
+
+namespace gw::coll {
+
+enum class Kind : uint8_t { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kBarrier };
+const char* kind_name(Kind k);
+
+/// Signature of a call, sent to peers when coll.check_args is on: mismatched calls fail with
+/// a message naming both sides instead of corrupting data or hanging.
+struct Desc {
+  uint32_t magic = 0;
+  uint8_t kind = 0, dtype = 0, op = 0, algo = 0;
+  uint64_t count = 0;
+  int32_t root = 0;
+  uint32_t seq = 0;
+  bool operator==(const Desc&) const = default;
+};
+std::string describe(const Desc& d);
+
+/// A grow-only, registered host buffer: nothing is allocated or registered again once it is
+/// big enough.
+class RegBuf {
+ public:
+  Status ensure(Transport& t, size_t bytes);
+  uint8_t* data() const { return mem_.get(); }
+  const MemoryRegion* mr() const { return &mr_; }
+  bool contains(const void* p, size_t n) const { return cap_ && mr_.contains(p, n); }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> mem_;
+  size_t cap_ = 0;
+  MemoryRegion mr_;
+};
+
+enum class Engine : uint8_t { kNone, kRing, kRd };
+
+/// One step of recursive doubling (including the fold-in/fold-out of the ranks beyond the
+/// largest power of two).
+struct RdStep {
+  int unit = 0;  ///< numbered alike on every rank (0 fold-in, 1+i mask 2^i, 1+log2 p fold-out)
+  int peer = -1;
+  bool send = false, recv = false;
+  bool reduce = false;      ///< recv goes to scratch and is reduced into work
+  bool peer_lower = false;  ///< the peer's data is the left operand (fixed order)
+  bool final = false;       ///< last reduction: apply the avg divisor
+};
+inline constexpr int kMaxRdSteps = 72;
+
+/// One collective in flight.
+struct Task {
+  // Identity.
+  bool active = false;
+  uint32_t gen = 0;
+  uint32_t seq = 0;
+  Kind kind = Kind::kAllreduce;
+  Engine engine = Engine::kNone;
+  DataType dt = DataType::kFloat32;
+  ReduceOp rop = ReduceOp::kSum;
+  Algo algo = Algo::kRing;
+  int root = 0;
+  size_t count = 0;  ///< elements of the whole vector
+  size_t es = 1;
+  Desc desc;
+  Deadline deadline{Nanos(0)};
+  bool done = false;
+  Status status;
+
+  // Buffers.
+  const uint8_t* in = nullptr;  ///< this rank's contribution (whole vector)
+  uint8_t* work = nullptr;      ///< where partial and final results live
+  uint8_t* out = nullptr;       ///< user output (reduce_scatter: one block)
+  RegBuf scratch, workbuf, fusion;
+  std::vector<TensorRef> bucket;  ///< fused allreduce: unpacked from `fusion` at the end
+
+  // Progress counters.
+  uint32_t units = 0, sends_total = 0, recvs_total = 0;
+  uint32_t next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
+  uint32_t inflight_sends = 0, inflight_recvs = 0;
+  uint32_t hdr_pending = 0;
+  std::vector<uint8_t> unit_done;
+
+  // Ring geometry.
+  size_t chunk = 1;   ///< elements per chunk
+  uint32_t C = 1;     ///< chunks per segment
+  uint32_t rs = 0, ag = 0;  ///< steps of the reduce-scatter and allgather phases
+  uint32_t depth = 1;
+
+  // Recursive doubling.
+  std::array<RdStep, kMaxRdSteps> rd{};
+  int rd_steps = 0, rd_cur = 0, rd_left = 0;
+
+  std::array<Desc, kMaxRdSteps> hdr_in{};
+};
+
+/// Unit numbers at or above this carry a descriptor, not data.
+inline constexpr uint32_t kHdrUnit = 0x40000000u;
+
+}  // namespace gw::coll
+
+namespace gw {
+
+struct Communicator::Impl {
+  static constexpr int kSlots = 16;
+
+  Group& group;
+  int rank = 0, n = 1;
+  size_t chunk_bytes = 0, rd_max_bytes = 0;
+  uint32_t depth = 4;
+  Nanos timeout{0};
+  bool check_args = true;
+  bool needs_mr = false;
+  uint32_t max_outstanding = 64;
+  uint32_t seq = 0;
+  Status broken;
+  std::array<coll::Task, kSlots> ops;
+  std::vector<std::pair<std::pair<const void*, size_t>, MemoryRegion>> user_mrs;
+  std::array<Completion, 64> comps;
+
+  explicit Impl(Group& g) : group(g) {}
+
+  // Setup of one collective (communicator.cc).
+  Result<coll::Task*> begin(coll::Kind kind, DataType dt, ReduceOp rop, size_t count,
+                          const CallOptions& call);
+  Result<CollHandle> launch(coll::Task& op);
+  Status finish_now(coll::Task& op);
+
+  // Posting (communicator.cc). @return whether the transport took the request.
+  Result<bool> send(coll::Task& op, int peer, const void* buf, size_t len, uint32_t unit);
+  Result<bool> recv(coll::Task& op, int peer, void* buf, size_t len, uint32_t unit);
+  Status post_headers(coll::Task& op, std::span<const int> to, std::span<const int> from);
+  const MemoryRegion* mr_for(const coll::Task& op, const void* p, size_t len);
+
+  // Progress and errors (communicator.cc).
+  Status poll_once(Nanos wait);
+  void dispatch(const Completion& c);
+  void fail(coll::Task& op, Status st);
+  void fail_all(const Status& st);
+  void check_deadlines();
+  Status advance(coll::Task& op);
+  void maybe_complete(coll::Task& op);
+
+  // Engines (coll_ring.cc, coll_rd.cc).
+  Status ring_setup(coll::Task& op);
+  Status ring_advance(coll::Task& op);
+  Status ring_on_recv(coll::Task& op, uint32_t unit, size_t len);
+  Status rd_setup(coll::Task& op);
+  Status rd_advance(coll::Task& op);
+  Status rd_on_recv(coll::Task& op, uint32_t unit, size_t len);
+  Status rd_on_send(coll::Task& op, uint32_t unit);
+
+  int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }
+  std::string where(const coll::Task& op) const;
+};
+
+}  // namespace gw

@@ -1,0 +1,173 @@
+// Ring engine (hot path): reduce-scatter then allgather, each rank's segment cut into chunks
+// that are pipelined — chunk k of step s+1 is sent as soon as chunk k of step s is reduced,
+// while later chunks are still on the wire. Broadcast is the same pipeline along a chain.
+// Unit u = step * C + chunk numbers every message of a collective; both sides derive the same
+// numbering, and the tag carries (sequence number, unit).
+#include <algorithm>
+#include <cstring>
+
+#include "coll_impl.h"
+#include "reduce_kernels.h"
+
+namespace gw {
+namespace {
+
+using coll::Kind;
+using coll::Task;
+
+struct UnitIo {
+  bool send = false, recv = false, reduce = false, scratch = false;
+  const uint8_t* src = nullptr;
+  uint8_t* dst = nullptr;   // receive target
+  size_t off = 0, len = 0;  // elements of the chunk received (recv) ...
+  size_t soff = 0, slen = 0;  // ... and sent
+  int64_t dep = -1;         // unit whose completion the send waits for
+  uint32_t step = 0, chunk = 0;
+};
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Chunk k of segment x: [off, off + len) in elements of the whole vector.
+void chunk_of(const Task& op, int n, int x, uint32_t k, size_t* off, size_t* len) {
+  size_t seg_off = 0, seg_len = op.count;
+  if (op.kind != Kind::kBroadcast) {
+    const size_t base = op.count / static_cast<size_t>(n), rem = op.count % static_cast<size_t>(n);
+    const auto ux = static_cast<size_t>(x);
+    seg_off = ux * base + std::min(ux, rem);
+    seg_len = base + (ux < rem ? 1 : 0);
+  }
+  const size_t b = std::min(seg_len, size_t{k} * op.chunk);
+  *off = seg_off + b;
+  *len = std::min(seg_len - b, op.chunk);
+}
+
+UnitIo unit_io(const Communicator::Impl& im, const Task& op, uint32_t u) {
+  const int n = im.n, r = im.rank;
+  UnitIo io;
+  io.step = u / op.C;
+  io.chunk = u % op.C;
+  if (op.kind == Kind::kBroadcast) {
+    const int d = mod(r - op.root, n);
+    chunk_of(op, n, 0, io.chunk, &io.off, &io.len);
+    io.soff = io.off;
+    io.slen = io.len;
+    io.send = d < n - 1;
+    io.recv = d > 0;
+    io.src = op.work + io.off * op.es;
+    io.dst = op.work + io.off * op.es;
+    io.dep = d > 0 ? int64_t{u} : -1;
+    return io;
+  }
+  io.send = io.recv = true;
+  const int s = static_cast<int>(io.step);
+  if (io.step < op.rs) {  // reduce-scatter: send segment r-s-1, receive and reduce r-s-2
+    chunk_of(op, n, mod(r - s - 1, n), io.chunk, &io.soff, &io.slen);
+    chunk_of(op, n, mod(r - s - 2, n), io.chunk, &io.off, &io.len);
+    io.src = (s == 0 ? op.in : op.work) + io.soff * op.es;
+    io.dep = s == 0 ? -1 : int64_t{u} - op.C;
+    io.reduce = io.scratch = true;
+    io.dst = op.scratch.data() + size_t{u % op.depth} * op.chunk * op.es;
+    return io;
+  }
+  const int a = s - static_cast<int>(op.rs);  // allgather: send segment r-a, receive r-a-1
+  chunk_of(op, n, mod(r - a, n), io.chunk, &io.soff, &io.slen);
+  chunk_of(op, n, mod(r - a - 1, n), io.chunk, &io.off, &io.len);
+  io.src = op.work + io.soff * op.es;
+  io.dst = op.work + io.off * op.es;
+  io.dep = a > 0 ? int64_t{u} - op.C : (op.rs ? int64_t{op.rs - 1} * op.C + io.chunk : -1);
+  return io;
+}
+
+}  // namespace
+
+Status Communicator::Impl::ring_setup(Task& op) {
+  op.engine = coll::Engine::kRing;
+  op.chunk = std::max<size_t>(1, chunk_bytes / op.es);
+  const size_t seg_max =
+      op.kind == Kind::kBroadcast ? op.count : (op.count + static_cast<size_t>(n) - 1) / n;
+  op.C = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + op.chunk - 1) / op.chunk));
+  const bool has_rs = op.kind == Kind::kAllreduce || op.kind == Kind::kReduceScatter;
+  const bool has_ag = op.kind == Kind::kAllreduce || op.kind == Kind::kAllgather;
+  op.rs = has_rs ? static_cast<uint32_t>(n - 1) : 0;
+  op.ag = has_ag ? static_cast<uint32_t>(n - 1) : 0;
+  op.depth = depth;
+  const int next = mod(rank + 1, n), prev = mod(rank - 1, n);
+  if (op.kind == Kind::kBroadcast) {
+    const int d = mod(rank - op.root, n);
+    op.units = op.C;
+    op.sends_total = d < n - 1 ? op.C : 0;
+    op.recvs_total = d > 0 ? op.C : 0;
+    const int to[] = {d < n - 1 ? next : -1}, from[] = {d > 0 ? prev : -1};
+    GW_RETURN_IF_ERROR(post_headers(op, to, from));
+  } else {
+    op.units = (op.rs + op.ag) * op.C;
+    op.sends_total = op.recvs_total = op.units;
+    const int to[] = {next}, from[] = {prev};
+    GW_RETURN_IF_ERROR(post_headers(op, to, from));
+  }
+  op.unit_done.assign(op.units, 0);  // reuses capacity: no allocation for a repeated size
+  if (op.rs) {
+    GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), size_t{op.depth} * op.chunk * op.es));
+  }
+  if (op.kind == Kind::kAllgather) {
+    size_t off, len;
+    chunk_of(op, n, rank, 0, &off, &len);
+    const size_t block = op.count / static_cast<size_t>(n);
+    if (op.work + off * op.es != op.in && block) std::memcpy(op.work + off * op.es, op.in, block * op.es);
+  }
+  return Status();
+}
+
+Status Communicator::Impl::ring_advance(Task& op) {
+  const int next = mod(rank + 1, n), prev = mod(rank - 1, n);
+  while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
+    const UnitIo io = unit_io(*this, op, op.next_send);
+    if (io.send) {
+      if (io.dep >= 0 && !op.unit_done[static_cast<size_t>(io.dep)]) break;
+      GW_ASSIGN_OR_RETURN(bool took, send(op, next, io.src, io.slen * op.es, op.next_send));
+      if (!took) break;
+      ++op.inflight_sends;
+    }
+    ++op.next_send;
+  }
+  while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
+    const UnitIo io = unit_io(*this, op, op.next_recv);
+    if (io.recv) {
+      // A scratch slot is reused by unit u + depth once unit u is reduced.
+      if (io.scratch && op.next_recv >= op.depth && !op.unit_done[op.next_recv - op.depth]) break;
+      GW_ASSIGN_OR_RETURN(bool took, recv(op, prev, io.dst, io.len * op.es, op.next_recv));
+      if (!took) break;
+      ++op.inflight_recvs;
+    }
+    ++op.next_recv;
+  }
+  return Status();
+}
+
+Status Communicator::Impl::ring_on_recv(Task& op, uint32_t unit, size_t len) {
+  if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
+  const UnitIo io = unit_io(*this, op, unit);
+  if (len != io.len * op.es) {
+    return Status(Code::kInvalidArgument,
+                  where(op) + ": rank " + std::to_string(mod(rank - 1, n)) + " sent " +
+                      std::to_string(len) + " bytes for chunk " + std::to_string(io.chunk) +
+                      " of step " + std::to_string(io.step) + ", this rank expected " +
+                      std::to_string(io.len * op.es) +
+                      ": the ranks called the collective with different counts or dtypes");
+  }
+  if (io.reduce) {
+    const bool last = io.step + 1 == op.rs;
+    uint8_t* dst = op.work + io.off * op.es;
+    if (last && op.kind == Kind::kReduceScatter) {
+      const size_t block = op.count / static_cast<size_t>(n);
+      dst = op.out + (io.off - block * static_cast<size_t>(rank)) * op.es;
+    }
+    const uint32_t div = last && op.rop == ReduceOp::kAvg ? static_cast<uint32_t>(n) : 0;
+    coll::reduce(op.dt, op.rop, dst, op.in + io.off * op.es, io.dst, io.len, div);
+  }
+  op.unit_done[unit] = 1;
+  ++op.recvs_done;
+  return Status();
+}
+
+}  // namespace gw

@@ -1,0 +1,451 @@
+// Communicator: setup, the public calls, progress (one CQ for all peers, completions
+// dispatched to collectives by wr_id) and error handling. Engines: coll_ring.cc, coll_rd.cc.
+#include <algorithm>
+#include <cstring>
+
+#include "coll_impl.h"
+#include "gw_config.h"
+#include "log.h"
+#include "reduce_kernels.h"
+
+namespace gw {
+namespace {
+
+GW_CONFIG_KEYS(coll,
+               {"coll.chunk_bytes", ConfigType::kInt, "1048576",
+                "ring pipeline chunk: each rank's segment is cut into chunks of this size"},
+               {"coll.pipeline_depth", ConfigType::kInt, "4",
+                "ring chunks received ahead per step (scratch = depth x chunk_bytes)"},
+               {"coll.rd_max_bytes", ConfigType::kInt, "65536",
+                "algo=auto: allreduce of at most this many bytes uses recursive doubling, "
+                "larger ones the ring"},
+               {"coll.timeout_ms", ConfigType::kInt, "60000", "default timeout of a collective"},
+               {"coll.check_args", ConfigType::kBool, "true",
+                "send each call's signature to peers so mismatched calls fail clearly"});
+
+constexpr uint64_t kTagMagic = 0xC0ull << 56;
+constexpr size_t kMaxUserMrs = 64;
+
+using coll::Kind;
+using coll::Task;
+
+}  // namespace
+
+namespace coll {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kAllreduce: return "allreduce";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kAllgather: return "allgather";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+std::string describe(const Desc& d) {
+  std::string s = std::string(kind_name(static_cast<Kind>(d.kind))) + " #" +
+                  std::to_string(d.seq) + "(count=" + std::to_string(d.count) + ", " +
+                  dtype_name(static_cast<DataType>(d.dtype));
+  if (d.kind <= static_cast<uint8_t>(Kind::kReduceScatter))
+    s += std::string(", ") + op_name(static_cast<ReduceOp>(d.op));
+  if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
+    s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
+  if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
+  return s + ")";
+}
+
+Status RegBuf::ensure(Transport& t, size_t bytes) {
+  if (bytes <= cap_ && mem_) return Status();
+  size_t cap = std::max<size_t>(bytes, 64);
+  cap = (cap + 4095) / 4096 * 4096;
+  mr_ = MemoryRegion();
+  mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
+  cap_ = 0;
+  if (!mem_) {
+    return Status(Code::kResourceExhausted,
+                  "coll: cannot allocate " + std::to_string(cap) + " bytes of scratch");
+  }
+  auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
+  if (!mr.ok()) return mr.status().with_context("coll: registering scratch");
+  mr_ = std::move(*mr);
+  cap_ = cap;
+  return Status();
+}
+
+}  // namespace coll
+
+// ---- setup ---------------------------------------------------------------------------------
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->n; }
+Status Communicator::status() const { return impl_->broken; }
+
+Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o) {
+  GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
+  auto pick = [&](int64_t given, const char* key, bool zero_is_default) -> Result<int64_t> {
+    if (zero_is_default ? given > 0 : given >= 0) return given;
+    return cfg.get_int(key);
+  };
+  auto impl = std::make_unique<Impl>(group);
+  impl->rank = group.rank();
+  impl->n = group.size();
+  GW_ASSIGN_OR_RETURN(int64_t chunk, pick(o.chunk_bytes, "coll.chunk_bytes", true));
+  GW_ASSIGN_OR_RETURN(int64_t depth, pick(o.pipeline_depth, "coll.pipeline_depth", true));
+  GW_ASSIGN_OR_RETURN(int64_t rd_max, pick(o.rd_max_bytes, "coll.rd_max_bytes", false));
+  GW_ASSIGN_OR_RETURN(int64_t tmo, pick(o.timeout.count() / 1'000'000, "coll.timeout_ms", true));
+  if (o.timeout.count() > 0 && o.timeout < Millis(1)) tmo = 1;
+  bool check = o.check_args > 0;
+  if (o.check_args < 0) {
+    GW_ASSIGN_OR_RETURN(check, cfg.get_bool("coll.check_args"));
+  }
+  if (chunk < 1 || depth < 1 || depth > 64 || rd_max < 0 || tmo < 1) {
+    return Status(Code::kInvalidArgument,
+                  "coll: need chunk_bytes >= 1, 1 <= pipeline_depth <= 64, rd_max_bytes >= 0, "
+                  "timeout >= 1 ms; got " + std::to_string(chunk) + ", " +
+                      std::to_string(depth) + ", " + std::to_string(rd_max) + ", " +
+                      std::to_string(tmo) + " ms");
+  }
+  impl->chunk_bytes = static_cast<size_t>(chunk);
+  impl->depth = static_cast<uint32_t>(depth);
+  impl->rd_max_bytes = static_cast<size_t>(rd_max);
+  impl->timeout = Millis(tmo);
+  impl->check_args = check;
+  const auto& props = group.transport().properties();
+  impl->needs_mr = props.requires_registration;
+  if (props.max_outstanding > 0)
+    impl->max_outstanding = static_cast<uint32_t>(std::min<size_t>(props.max_outstanding / 2, 64));
+  impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
+  impl->user_mrs.reserve(kMaxUserMrs);
+  log::get("gw.coll")->debug("coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
+                             "kernels {}", impl->rank, impl->n, props.name, chunk, depth, rd_max,
+                             coll::reduce_target_name());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Algo Communicator::choose_algo(size_t bytes) const {
+  return bytes <= impl_->rd_max_bytes ? Algo::kRecursiveDoubling : Algo::kRing;
+}
+
+std::string Communicator::Impl::where(const Task& op) const {
+  return coll::describe(op.desc) + " on rank " + std::to_string(rank) + " of " +
+         std::to_string(n);
+}
+
+Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
+                                      const CallOptions& call) {
+  if (!broken.ok()) {
+    return Status(broken.code(), "coll: communicator unusable after an earlier error (destroy "
+                                 "it and its Group): " + std::string(broken.message()));
+  }
+  if (static_cast<unsigned>(dt) >= kNumDataTypes || static_cast<unsigned>(rop) >= kNumReduceOps)
+    return Status(Code::kInvalidArgument, "coll: unknown dtype or reduce op");
+  Task* op = nullptr;
+  for (auto& o : ops) {
+    if (!o.active) {
+      op = &o;
+      break;
+    }
+  }
+  if (!op) {
+    return Status(Code::kResourceExhausted,
+                  "coll: " + std::to_string(kSlots) + " collectives already in flight; wait on "
+                  "some before starting more");
+  }
+  op->active = true;
+  op->gen = (op->gen + 1) & 0xFFFFFF;
+  op->seq = ++seq;
+  op->kind = kind;
+  op->dt = dt;
+  op->rop = rop;
+  op->es = dtype_size(dt);
+  op->count = count;
+  op->root = 0;
+  op->algo = Algo::kRing;
+  op->engine = coll::Engine::kNone;
+  op->done = false;
+  op->status = Status();
+  op->deadline = Deadline(call.timeout.count() > 0 ? call.timeout : timeout);
+  op->in = nullptr;
+  op->work = op->out = nullptr;
+  op->bucket.clear();
+  op->units = op->sends_total = op->recvs_total = 0;
+  op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
+  op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
+  op->rd_steps = op->rd_cur = op->rd_left = 0;
+  if (kind == Kind::kAllreduce) {
+    op->algo = call.algo == Algo::kAuto
+                   ? (count * op->es <= rd_max_bytes ? Algo::kRecursiveDoubling : Algo::kRing)
+                   : call.algo;
+  }
+  op->desc = coll::Desc{0x67776331u, static_cast<uint8_t>(kind), static_cast<uint8_t>(dt),
+                        static_cast<uint8_t>(rop), static_cast<uint8_t>(op->algo), count, 0,
+                        op->seq};
+  if (kind != Kind::kAllreduce && kind != Kind::kReduceScatter) op->desc.op = 0;
+  return op;
+}
+
+Status Communicator::Impl::finish_now(Task& op) {
+  const size_t bytes = op.count * op.es;
+  if (op.kind == Kind::kAllgather || op.kind == Kind::kReduceScatter ||
+      op.kind == Kind::kAllreduce) {
+    if (op.out != op.in && bytes) std::memmove(op.out, op.in, bytes);
+  }
+  op.done = true;
+  maybe_complete(op);
+  return Status();
+}
+
+Result<CollHandle> Communicator::Impl::launch(Task& op) {
+  CollHandle h{static_cast<uint32_t>(slot_of(op)), op.gen};
+  Status st;
+  if (n == 1) {
+    st = finish_now(op);
+  } else if (op.kind == Kind::kBarrier ||
+             (op.kind == Kind::kAllreduce && op.algo == Algo::kRecursiveDoubling)) {
+    st = rd_setup(op);
+  } else {
+    st = ring_setup(op);
+  }
+  if (st.ok() && !op.done) st = advance(op);
+  if (!st.ok()) {
+    fail(op, st);
+    op.active = false;
+    return op.status;
+  }
+  return h;
+}
+
+// ---- posting -------------------------------------------------------------------------------
+
+const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, size_t len) {
+  if (!needs_mr) return nullptr;
+  for (const coll::RegBuf* b : {&op.scratch, &op.workbuf, &op.fusion}) {
+    if (b->contains(p, len)) return b->mr();
+  }
+  for (auto& [key, mr] : user_mrs) {
+    if (mr.contains(p, len)) return &mr;
+  }
+  if (user_mrs.size() == kMaxUserMrs) {
+    bool busy = std::any_of(ops.begin(), ops.end(), [&](auto& o) { return o.active && &o != &op; });
+    if (busy) return nullptr;  // the driver rejects the request; reported with its reason
+    user_mrs.clear();
+  }
+  auto mr = group.transport().register_memory(const_cast<void*>(p), len, MemKind::kHost);
+  if (!mr.ok()) return nullptr;
+  user_mrs.emplace_back(std::make_pair(p, len), std::move(*mr));
+  return &user_mrs.back().second;
+}
+
+namespace {
+uint64_t make_tag(uint32_t seq, uint32_t unit) {
+  return kTagMagic | (uint64_t{seq & 0xFFFFFF} << 32) | unit;
+}
+uint64_t make_wr(int slot, uint32_t gen, bool is_send, uint32_t unit) {
+  return (uint64_t(slot) << 56) | (uint64_t{gen & 0xFFFFFF} << 32) |
+         (uint64_t{is_send} << 31) | (unit & 0x7FFFFFFFu);
+}
+}  // namespace
+
+Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_t len,
+                                      uint32_t unit) {
+  SendRequest r{buf, len, make_tag(op.seq, unit), make_wr(slot_of(op), op.gen, true, unit),
+                mr_for(op, buf, len)};
+  auto k = group.endpoint(peer).post_send({&r, 1});
+  if (!k.ok()) return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer));
+  return *k == 1;
+}
+
+Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len, uint32_t unit) {
+  RecvRequest r{buf, len, make_tag(op.seq, unit), make_wr(slot_of(op), op.gen, false, unit),
+                mr_for(op, buf, len)};
+  auto k = group.endpoint(peer).post_recv({&r, 1});
+  if (!k.ok()) {
+    return k.status().with_context(where(op) + ": receive from rank " + std::to_string(peer));
+  }
+  return *k == 1;
+}
+
+Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
+                                        std::span<const int> from) {
+  if (!check_args) return Status();
+  // to[i] / from[i] is the peer of header unit i (-1: none); both sides number them alike.
+  for (size_t i = 0; i < to.size(); ++i) {
+    if (to[i] < 0) continue;
+    GW_ASSIGN_OR_RETURN(bool took, send(op, to[i], &op.desc, sizeof(op.desc),
+                                        coll::kHdrUnit + static_cast<uint32_t>(i)));
+    if (!took) return Status(Code::kResourceExhausted, where(op) + ": send queue full");
+    ++op.hdr_pending;
+  }
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] < 0) continue;
+    GW_ASSIGN_OR_RETURN(bool took, recv(op, from[i], &op.hdr_in[i], sizeof(coll::Desc),
+                                        coll::kHdrUnit + static_cast<uint32_t>(i)));
+    if (!took) return Status(Code::kResourceExhausted, where(op) + ": receive queue full");
+    ++op.hdr_pending;
+  }
+  return Status();
+}
+
+// ---- progress and errors -------------------------------------------------------------------
+
+Status Communicator::Impl::advance(Task& op) {
+  if (op.done) return Status();
+  Status st = op.engine == coll::Engine::kRd ? rd_advance(op) : ring_advance(op);
+  if (!st.ok()) return st;
+  maybe_complete(op);
+  return Status();
+}
+
+void Communicator::Impl::maybe_complete(Task& op) {
+  if (!op.done) {
+    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending)
+      return;
+    if (op.engine == coll::Engine::kRd && op.rd_cur < op.rd_steps) return;
+    op.done = true;
+  }
+  if (!op.status.ok()) return;
+  // Fused bucket: hand every tensor its part of the reduced buffer.
+  size_t off = 0;
+  for (auto& t : op.bucket) {
+    if (t.count) std::memcpy(t.recv, op.work + off * op.es, t.count * op.es);
+    off += t.count;
+  }
+  op.bucket.clear();
+}
+
+void Communicator::Impl::fail(Task& op, Status st) {
+  (void)op;
+  fail_all(st);
+}
+
+void Communicator::Impl::fail_all(const Status& st) {
+  if (broken.ok()) {
+    broken = st;
+    log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
+  }
+  for (auto& o : ops) {
+    if (o.active && !o.done) {
+      o.status = st;
+      o.done = true;
+    }
+  }
+}
+
+void Communicator::Impl::dispatch(const Completion& c) {
+  if (c.op == gw::Op::kEndpointError) {
+    std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
+    fail_all(Status(Code::kRemoteError,
+                    "coll: rank " + std::to_string(c.peer_id) + " failed: " + why));
+    return;
+  }
+  const int slot = static_cast<int>(c.wr_id >> 56);
+  if (slot >= kSlots) return;
+  Task& op = ops[static_cast<size_t>(slot)];
+  if (!op.active || op.done || op.gen != ((c.wr_id >> 32) & 0xFFFFFF)) return;  // stale
+  const bool is_send = (c.wr_id >> 31) & 1;
+  const uint32_t unit = static_cast<uint32_t>(c.wr_id & 0x7FFFFFFF);
+  const std::string peer = "rank " + std::to_string(c.peer_id);
+  if (c.code != Code::kOk) {
+    if (!is_send && c.code == Code::kInvalidArgument) {
+      fail(op, Status(Code::kInvalidArgument,
+                      where(op) + ": " + peer + " sent a " + std::to_string(c.len) +
+                          "-byte message, longer than this rank expects: the ranks called "
+                          "the collective with different counts or dtypes"));
+    } else {
+      std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
+      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer + " failed: " + why));
+    }
+    return;
+  }
+  Status st;
+  if (unit >= coll::kHdrUnit) {
+    --op.hdr_pending;
+    const coll::Desc& d = op.hdr_in[unit - coll::kHdrUnit];
+    if (!is_send && (c.len != sizeof(coll::Desc) || !(d == op.desc))) {
+      st = Status(Code::kInvalidArgument,
+                  where(op) + ": " + peer + " called " +
+                      (c.len == sizeof(coll::Desc) ? coll::describe(d) : "something else") +
+                      " but this rank called " + coll::describe(op.desc) +
+                      ": every rank must call the same collectives in the same order with the "
+                      "same count, dtype and op");
+    }
+  } else if (is_send) {
+    --op.inflight_sends;
+    ++op.sends_done;
+    if (op.engine == coll::Engine::kRd) st = rd_on_send(op, unit);
+  } else {
+    --op.inflight_recvs;
+    st = op.engine == coll::Engine::kRd ? rd_on_recv(op, unit, c.len)
+                                        : ring_on_recv(op, unit, c.len);
+  }
+  if (st.ok()) st = advance(op);
+  if (!st.ok()) fail(op, st);
+}
+
+void Communicator::Impl::check_deadlines() {
+  for (auto& op : ops) {
+    if (op.active && !op.done && op.deadline.expired()) {
+      fail(op, Status(Code::kTimeout,
+                      where(op) + ": not finished before its deadline (messages sent " +
+                          std::to_string(op.sends_done) + "/" + std::to_string(op.sends_total) +
+                          ", received " + std::to_string(op.recvs_done) + "/" +
+                          std::to_string(op.recvs_total) +
+                          "); a peer may have stopped, be stuck, or called another collective"));
+      return;
+    }
+  }
+}
+
+Status Communicator::Impl::poll_once(Nanos wait) {
+  auto& cq = group.transport().cq();
+  auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);
+  if (!r.ok() && r.status().code() != Code::kTimeout) {
+    fail_all(r.status().with_context("coll: transport failed"));
+    return broken;
+  }
+  for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
+  check_deadlines();
+  return Status();
+}
+
+// ---- public calls --------------------------------------------------------------------------
+
+Status Communicator::wait(CollHandle h, Nanos timeout) {
+  auto& im = *impl_;
+  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
+    return Status(Code::kInvalidArgument, "coll: wait on an unknown or finished handle");
+  Task& op = im.ops[h.slot];
+  Deadline dl(timeout);
+  for (;;) {
+    if (op.done) {
+      op.active = false;
+      return op.status;
+    }
+    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
+    if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
+    if (!op.done && dl.expired()) {
+      return Status(Code::kTimeout, im.where(op) + ": still running after " +
+                                        std::to_string(timeout.count() / 1'000'000) +
+                                        " ms; wait again");
+    }
+  }
+}
+
+Result<bool> Communicator::test(CollHandle h) {
+  auto& im = *impl_;
+  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
+    return Status(Code::kInvalidArgument, "coll: test on an unknown or finished handle");
+  (void)im.poll_once(Nanos(0));
+  return im.ops[h.slot].done;
+}
+
+Status Communicator::progress() {
+  GW_RETURN_IF_ERROR(impl_->poll_once(Nanos(0)));
+  return impl_->broken;
+}
+
+}  // namespace gw

@@ -1,0 +1,122 @@
+/// @file gw_coll.h
+/// Collectives over a Group: allreduce (pipelined ring, or recursive doubling for small
+/// messages), reduce-scatter, allgather, broadcast, barrier. Every call can be started
+/// asynchronously and waited on later; several tensors can be reduced in one call (a fused
+/// bucket, as DDP and Horovod do).
+///
+/// Every rank must start the same collectives in the same order with the same counts, dtypes
+/// and ops (as with NCCL and Gloo); a mismatch is detected and reported as InvalidArgument.
+/// After an error (a failed peer, a timeout, a mismatch) the communicator is broken: every
+/// later call returns that first error. Destroy it (before its Group) and build a new Group.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "gw_coll_types.h"
+#include "gw_group.h"
+#include "gw_status.h"
+#include "gw_time.h"
+
+namespace gw {
+
+/// Settings of a communicator; a zero/negative value takes the [coll] configuration key.
+struct CommOptions {
+  int64_t chunk_bytes = 0;     ///< ring pipeline chunk (coll.chunk_bytes)
+  int64_t pipeline_depth = 0;  ///< chunks in flight per ring step (coll.pipeline_depth)
+  int64_t rd_max_bytes = -1;   ///< Algo::kAuto uses recursive doubling up to this (coll.rd_max_bytes)
+  Nanos timeout{0};            ///< default timeout of one collective (coll.timeout_ms)
+  int check_args = -1;         ///< 1: exchange a descriptor to catch mismatched calls (coll.check_args)
+};
+
+/// Per-call settings.
+struct CallOptions {
+  Algo algo = Algo::kAuto;  ///< allreduce only
+  Nanos timeout{0};         ///< 0: the communicator's default
+};
+
+/// One tensor of a fused allreduce bucket. send may equal recv (in place).
+struct TensorRef {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+};
+
+/// A started collective; pass it to wait() exactly once.
+struct CollHandle {
+  uint32_t slot = ~0u;
+  uint32_t gen = 0;
+};
+
+/// Thread-safety: like the Group's Transport, one thread at a time. Progress is made inside
+/// wait(), test() and progress(); a trainer overlapping compute calls progress() now and then.
+/// The communicator uses the Group's endpoints and CQ with its own tags; it must be destroyed
+/// before the Group.
+class Communicator {
+ public:
+  /// @return InvalidArgument (bad option or configuration value).
+  static Result<std::unique_ptr<Communicator>> create(Group& group, const CommOptions& opts = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  /// recv = op over ranks of send (count elements each). send == recv is in place.
+  /// Errors of all calls: InvalidArgument (bad argument, or a peer called with other
+  /// arguments), RemoteError (a peer failed; the message names its rank), Timeout,
+  /// ResourceExhausted (too many collectives in flight), and a broken communicator's error.
+  Result<CollHandle> allreduce_async(const void* send, void* recv, size_t count, DataType dt,
+                                     ReduceOp op, const CallOptions& call = {});
+  /// Fused bucket: every tensor reduced as if by its own allreduce, in one collective.
+  Result<CollHandle> allreduce_async(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
+                                     const CallOptions& call = {});
+  /// send holds size() * recv_count elements; rank r receives the reduced block r.
+  Result<CollHandle> reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                          DataType dt, ReduceOp op, const CallOptions& call = {});
+  /// recv (size() * send_count elements) gets every rank's send block in rank order.
+  Result<CollHandle> allgather_async(const void* send, void* recv, size_t send_count, DataType dt,
+                                     const CallOptions& call = {});
+  /// buf of `root` is copied to buf of every rank.
+  Result<CollHandle> broadcast_async(void* buf, size_t count, DataType dt, int root,
+                                     const CallOptions& call = {});
+  Result<CollHandle> barrier_async(const CallOptions& call = {});
+
+  /// Drive progress until the collective finishes or `timeout` passes. After Timeout from
+  /// wait() the collective keeps running (its own deadline still applies); wait again.
+  /// @return the collective's status; Timeout; InvalidArgument for an unknown handle.
+  Status wait(CollHandle h, Nanos timeout);
+  /// Make progress without blocking. @return whether `h` is finished (then wait() returns
+  /// at once).
+  Result<bool> test(CollHandle h);
+  /// Make progress on everything in flight without blocking.
+  Status progress();
+
+  /// Blocking forms: start, then wait for the call's timeout.
+  Status allreduce(const void* send, void* recv, size_t count, DataType dt, ReduceOp op,
+                   const CallOptions& call = {});
+  Status allreduce(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
+                   const CallOptions& call = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt,
+                        ReduceOp op, const CallOptions& call = {});
+  Status allgather(const void* send, void* recv, size_t send_count, DataType dt,
+                   const CallOptions& call = {});
+  Status broadcast(void* buf, size_t count, DataType dt, int root, const CallOptions& call = {});
+  Status barrier(const CallOptions& call = {});
+
+  /// OK, or the first error that broke this communicator.
+  Status status() const;
+  /// The algorithm Algo::kAuto picks for an allreduce of `bytes`.
+  Algo choose_algo(size_t bytes) const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gw
