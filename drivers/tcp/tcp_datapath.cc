@@ -58,6 +58,9 @@ void TcpEndpoint::flush(Stream& s) {
     }
     t_->counters_.bytes_sent += static_cast<uint64_t>(w);
     size_t left = static_cast<size_t>(w);
+    size_t asked = 0;
+    for (int i = 0; i < niov; ++i) asked += iov[i].iov_len;
+    if (left < asked) s.writable = false;  // socket buffer full; EPOLLOUT says when it drains
     while (left > 0 || (!s.txq.empty() && s.txq.front().done ==
                                               sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
       Chunk& c = s.txq.front();
@@ -85,6 +88,9 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
   ssize_t r = ::recv(s.fd.get(), dst, n, MSG_DONTWAIT);
   if (r > 0) {
     *got = static_cast<size_t>(r);
+    // A short read drained the socket; edge-triggered epoll reports the next arrival, so
+    // skip the recv() that would only say EAGAIN.
+    if (static_cast<size_t>(r) < n) s.readable = false;
     t_->counters_.bytes_received += static_cast<uint64_t>(r);
     return true;
   }
