@@ -8,6 +8,6 @@ bash usertools/gw-build.sh
 dir=${GW_BUILD_DIR:-build}
 perf="$dir/apps/gw-perf/gw-perf"
 echo "== gw-perf over TCP loopback (2 ranks): bandwidth =="
-"$perf" --ranks 2 -t tcp:iface=lo bw -a --check
+"$perf" --ranks 2 -t tcp:iface=lo --test bw -a --check
 echo "== gw-perf over TCP loopback (2 ranks): latency =="
-"$perf" --ranks 2 -t tcp:iface=lo lat -a
+"$perf" --ranks 2 -t tcp:iface=lo --test lat -a
