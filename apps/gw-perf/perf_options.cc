@@ -1,0 +1,130 @@
+// gw-perf command line (CLI11). Names follow perftest where it has one (-s, -a, -n, -D, -b).
+#include "perf_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gw::perf {
+
+Result<uint64_t> parse_size(std::string_view text) {
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (v > (uint64_t{1} << 50)) break;
+    v = v * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  std::string_view suffix = text.substr(i);
+  int shift = -1;
+  if (suffix.empty() || suffix == "B" || suffix == "b") shift = 0;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") shift = 10;
+  if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") shift = 20;
+  if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") shift = 30;
+  if (i == 0 || shift < 0 || v > (uint64_t{1} << 40) >> shift) {
+    return Status(Code::kInvalidArgument,
+                  "bad size '" + std::string(text) + "' (use e.g. 64, 4K, 1M; at most 1T)");
+  }
+  return v << shift;
+}
+
+uint64_t default_iters(Test test) { return test == Test::kBw ? 5000 : 1000; }
+
+uint64_t max_size(const Options& o) {
+  return o.sizes.empty() ? 0 : *std::max_element(o.sizes.begin(), o.sizes.end());
+}
+
+Options parse_options(int argc, char** argv, int* exit_code) {
+  Options o;
+  *exit_code = -1;
+  CLI::App app{
+      "gw-perf: perftest-like bandwidth and latency over a gradwire transport.\n"
+      "  server:  gw-perf [options]            (rank 0, listens on --port)\n"
+      "  client:  gw-perf [options] HOST       (rank 1, runs the tests, prints results)\n"
+      "  local:   gw-perf --ranks 2 [options]  (forks both ranks over 127.0.0.1)\n"
+      "  launched: GW_RANK/GW_WORLD_SIZE/GW_MASTER_ADDR/GW_MASTER_PORT (or torchrun,\n"
+      "            Open MPI, Slurm variables) with world size 2",
+      "gw-perf"};
+  std::string test = "bw", size_text;
+  bool all = false;
+  int streams = 0;
+  int64_t timeout_ms = o.timeout.count();
+  app.add_option("host", o.host, "server to connect to (omit to be the server)");
+  app.add_option("-t,--transport", o.transport,
+                 "transport spec, e.g. tcp, tcp:streams=4, auto")
+      ->capture_default_str();
+  app.add_option("--streams", streams, "shortcut: append streams=N to a tcp spec")
+      ->check(CLI::Range(1, 64));
+  app.add_option("-p,--port", o.port, "TCP store port of the server")->capture_default_str();
+  app.add_option("--ranks", o.ranks, "fork this many ranks on this host (2)")
+      ->check(CLI::IsMember({2}));
+  app.add_option("--test", test, "bw or lat")
+      ->check(CLI::IsMember({"bw", "lat"}))
+      ->capture_default_str();
+  app.add_flag("-b,--bidirectional", o.bidir, "bw: both ranks send at once");
+  app.add_option("-s,--size", size_text, "message size, suffixes K/M/G (default 65536)");
+  app.add_flag("-a,--all", all, "all sizes 2 B .. 8 MiB, powers of two");
+  app.add_option("-n,--iters", o.iters, "iterations per size (default bw 5000, lat 1000)");
+  app.add_option("-D,--duration", o.duration_s, "seconds per size (instead of -n)")
+      ->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--warmup", o.warmup,
+                 "warm-up iterations per size (default: up to 64 MiB of traffic; bw at most "
+                 "2x tx-depth, lat at most 100)");
+  app.add_option("--tx-depth", o.tx_depth, "bw: outstanding sends/recvs")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_flag("--busy", o.busy,
+               "busy-poll: spin in wait (default: spin transport.spin_us, then sleep on the "
+               "driver's fd)");
+  app.add_flag("--check", o.check, "verify every byte received; non-zero exit on any error");
+  app.add_flag("--json", o.json, "one JSON object per size on stdout");
+  app.add_flag("--print-config", o.print_config, "print the effective configuration and exit");
+  app.add_option("--timeout", timeout_ms, "ms any wait may last before the peer is declared dead")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return o;
+  }
+  o.port_given = app.count("--port") > 0;
+  o.test = test == "lat" ? Test::kLat : Test::kBw;
+  o.timeout = Millis(timeout_ms);
+  if (streams > 0) {
+    if (o.transport.rfind("tcp", 0) != 0) {
+      std::fprintf(stderr, "gw-perf: --streams applies to tcp, not '%s'\n", o.transport.c_str());
+      *exit_code = 2;
+      return o;
+    }
+    o.transport += (o.transport.find(':') == std::string::npos ? ":" : ",") +
+                   std::string("streams=") + std::to_string(streams);
+  }
+  if (o.bidir && o.test == Test::kLat) {
+    std::fprintf(stderr, "gw-perf: -b applies to the bw test only\n");
+    *exit_code = 2;
+    return o;
+  }
+  if (all && !size_text.empty()) {
+    std::fprintf(stderr, "gw-perf: give -s or -a, not both\n");
+    *exit_code = 2;
+    return o;
+  }
+  if (all) {
+    for (uint64_t s = 2; s <= (uint64_t{8} << 20); s *= 2) o.sizes.push_back(s);
+  } else if (!size_text.empty()) {
+    auto s = parse_size(size_text);
+    if (!s.ok()) {
+      std::fprintf(stderr, "gw-perf: %s\n", std::string(s.status().message()).c_str());
+      *exit_code = 2;
+      return o;
+    }
+    o.sizes.push_back(*s);
+  } else {
+    o.sizes.push_back(65536);
+  }
+  if (o.iters == 0) o.iters = default_iters(o.test);
+  return o;
+}
+
+}  // namespace gw::perf
