@@ -89,8 +89,9 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
   if (r > 0) {
     *got = static_cast<size_t>(r);
     // A short read drained the socket; edge-triggered epoll reports the next arrival, so
-    // skip the recv() that would only say EAGAIN.
-    if (static_cast<size_t>(r) < n) s.readable = false;
+    // skip the recv() that would only say EAGAIN -- unless the peer's FIN came with the data
+    // (EPOLLRDHUP), which no later edge would report.
+    if (static_cast<size_t>(r) < n && !s.hup) s.readable = false;
     t_->counters_.bytes_received += static_cast<uint64_t>(r);
     return true;
   }

@@ -259,6 +259,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out) {
     } else {
       auto* s = static_cast<Stream*>(item);
       if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) s->readable = true;
+      if (e & (EPOLLRDHUP | EPOLLERR | EPOLLHUP)) s->hup = true;
       if (e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) s->writable = true;
     }
   }

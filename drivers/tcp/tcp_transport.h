@@ -45,6 +45,7 @@ struct Stream : PollItem {
   TcpEndpoint* ep = nullptr;
   bool readable = true;
   bool writable = true;
+  bool hup = false;  // the peer closed or errored: read until recv() says so
   // Send side: chunks queued in order; the head may be partly written.
   Ring<Chunk> txq;
   // Receive side.
