@@ -59,8 +59,8 @@ Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> buck
 }
 
 Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* recv,
-                                                      size_t recv_count, DataType dt,
-                                                      ReduceOp op, const CallOptions& call) {
+                                                      size_t recv_count, DataType dt, ReduceOp op,
+                                                      const CallOptions& call) {
   GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv));
   const size_t total = recv_count * static_cast<size_t>(impl_->n);
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kReduceScatter, dt, op, total, call));
@@ -128,8 +128,8 @@ Status run(Communicator& c, Nanos timeout, Start start) {
 }
 }  // namespace
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dt,
-                               ReduceOp op, const CallOptions& call) {
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dt, ReduceOp op,
+                               const CallOptions& call) {
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return allreduce_async(send, recv, count, dt, op, call); });
 }
@@ -138,8 +138,8 @@ Status Communicator::allreduce(std::span<const TensorRef> bucket, DataType dt, R
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return allreduce_async(bucket, dt, op, call); });
 }
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count,
-                                    DataType dt, ReduceOp op, const CallOptions& call) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt,
+                                    ReduceOp op, const CallOptions& call) {
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return reduce_scatter_async(send, recv, recv_count, dt, op, call); });
 }

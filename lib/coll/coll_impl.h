@@ -96,8 +96,8 @@ struct Task {
   std::vector<uint8_t> unit_done;
 
   // Ring geometry.
-  size_t chunk = 1;   ///< elements per chunk
-  uint32_t C = 1;     ///< chunks per segment
+  size_t chunk = 1;         ///< elements per chunk
+  uint32_t C = 1;           ///< chunks per segment
   uint32_t rs = 0, ag = 0;  ///< steps of the reduce-scatter and allgather phases
   uint32_t depth = 1;
 
@@ -136,7 +136,7 @@ struct Communicator::Impl {
 
   // Setup of one collective (communicator.cc).
   Result<coll::Task*> begin(coll::Kind kind, DataType dt, ReduceOp rop, size_t count,
-                          const CallOptions& call);
+                            const CallOptions& call);
   Result<CollHandle> launch(coll::Task& op);
   Status finish_now(coll::Task& op);
 
@@ -152,6 +152,7 @@ struct Communicator::Impl {
   void fail(coll::Task& op, Status st);
   void fail_all(const Status& st);
   void check_deadlines();
+  bool needs_peer(const coll::Task& op, int p) const;
   Status advance(coll::Task& op);
   void maybe_complete(coll::Task& op);
 

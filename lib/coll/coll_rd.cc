@@ -39,8 +39,12 @@ Status Communicator::Impl::rd_setup(Task& op) {
     for (int i = 0, mask = 1; mask < p; ++i, mask <<= 1) {
       const int pn = newrank ^ mask;
       const int peer = pn < rem ? pn * 2 + 1 : pn + rem;
-      add(1 + i, {.peer = peer, .send = true, .recv = true, .reduce = true,
-                  .peer_lower = pn < newrank, .final = mask * 2 == p});
+      add(1 + i, {.peer = peer,
+                  .send = true,
+                  .recv = true,
+                  .reduce = true,
+                  .peer_lower = pn < newrank,
+                  .final = mask * 2 == p});
     }
   }
   if (r < 2 * rem) {
@@ -64,8 +68,8 @@ Status Communicator::Impl::rd_setup(Task& op) {
     if (s.send) to[static_cast<size_t>(s.unit)] = s.peer;
     if (s.recv) from[static_cast<size_t>(s.unit)] = s.peer;
   }
-  GW_RETURN_IF_ERROR(post_headers(op, std::span(to).first(op.units),
-                                  std::span(from).first(op.units)));
+  GW_RETURN_IF_ERROR(
+      post_headers(op, std::span(to).first(op.units), std::span(from).first(op.units)));
   const size_t bytes = op.count * op.es;
   GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 2 * bytes));
   if (op.work != op.in && bytes) std::memcpy(op.work, op.in, bytes);

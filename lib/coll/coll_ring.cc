@@ -18,10 +18,10 @@ using coll::Task;
 struct UnitIo {
   bool send = false, recv = false, reduce = false, scratch = false;
   const uint8_t* src = nullptr;
-  uint8_t* dst = nullptr;   // receive target
-  size_t off = 0, len = 0;  // elements of the chunk received (recv) ...
+  uint8_t* dst = nullptr;     // receive target
+  size_t off = 0, len = 0;    // elements of the chunk received (recv) ...
   size_t soff = 0, slen = 0;  // ... and sent
-  int64_t dep = -1;         // unit whose completion the send waits for
+  int64_t dep = -1;           // unit whose completion the send waits for
   uint32_t step = 0, chunk = 0;
 };
 
@@ -113,7 +113,8 @@ Status Communicator::Impl::ring_setup(Task& op) {
     size_t off, len;
     chunk_of(op, n, rank, 0, &off, &len);
     const size_t block = op.count / static_cast<size_t>(n);
-    if (op.work + off * op.es != op.in && block) std::memcpy(op.work + off * op.es, op.in, block * op.es);
+    if (op.work + off * op.es != op.in && block)
+      std::memcpy(op.work + off * op.es, op.in, block * op.es);
   }
   return Status();
 }

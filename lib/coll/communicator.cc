@@ -35,18 +35,23 @@ namespace coll {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kAllreduce: return "allreduce";
-    case Kind::kReduceScatter: return "reduce_scatter";
-    case Kind::kAllgather: return "allgather";
-    case Kind::kBroadcast: return "broadcast";
-    case Kind::kBarrier: return "barrier";
+    case Kind::kAllreduce:
+      return "allreduce";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kAllgather:
+      return "allgather";
+    case Kind::kBroadcast:
+      return "broadcast";
+    case Kind::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }
 
 std::string describe(const Desc& d) {
-  std::string s = std::string(kind_name(static_cast<Kind>(d.kind))) + " #" +
-                  std::to_string(d.seq) + "(count=" + std::to_string(d.count) + ", " +
+  std::string s = std::string(kind_name(static_cast<Kind>(d.kind))) + " #" + std::to_string(d.seq) +
+                  "(count=" + std::to_string(d.count) + ", " +
                   dtype_name(static_cast<DataType>(d.dtype));
   if (d.kind <= static_cast<uint8_t>(Kind::kReduceScatter))
     s += std::string(", ") + op_name(static_cast<ReduceOp>(d.op));
@@ -105,9 +110,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   if (chunk < 1 || depth < 1 || depth > 64 || rd_max < 0 || tmo < 1) {
     return Status(Code::kInvalidArgument,
                   "coll: need chunk_bytes >= 1, 1 <= pipeline_depth <= 64, rd_max_bytes >= 0, "
-                  "timeout >= 1 ms; got " + std::to_string(chunk) + ", " +
-                      std::to_string(depth) + ", " + std::to_string(rd_max) + ", " +
-                      std::to_string(tmo) + " ms");
+                  "timeout >= 1 ms; got " +
+                      std::to_string(chunk) + ", " + std::to_string(depth) + ", " +
+                      std::to_string(rd_max) + ", " + std::to_string(tmo) + " ms");
   }
   impl->chunk_bytes = static_cast<size_t>(chunk);
   impl->depth = static_cast<uint32_t>(depth);
@@ -120,9 +125,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
     impl->max_outstanding = static_cast<uint32_t>(std::min<size_t>(props.max_outstanding / 2, 64));
   impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
   impl->user_mrs.reserve(kMaxUserMrs);
-  log::get("gw.coll")->debug("coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
-                             "kernels {}", impl->rank, impl->n, props.name, chunk, depth, rd_max,
-                             coll::reduce_target_name());
+  log::get("gw.coll")->debug(
+      "coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
+      "kernels {}",
+      impl->rank, impl->n, props.name, chunk, depth, rd_max, coll::reduce_target_name());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -131,15 +137,16 @@ Algo Communicator::choose_algo(size_t bytes) const {
 }
 
 std::string Communicator::Impl::where(const Task& op) const {
-  return coll::describe(op.desc) + " on rank " + std::to_string(rank) + " of " +
-         std::to_string(n);
+  return coll::describe(op.desc) + " on rank " + std::to_string(rank) + " of " + std::to_string(n);
 }
 
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
-                                      const CallOptions& call) {
+                                        const CallOptions& call) {
   if (!broken.ok()) {
-    return Status(broken.code(), "coll: communicator unusable after an earlier error (destroy "
-                                 "it and its Group): " + std::string(broken.message()));
+    return Status(broken.code(),
+                  "coll: communicator unusable after an earlier error (destroy "
+                  "it and its Group): " +
+                      std::string(broken.message()));
   }
   if (static_cast<unsigned>(dt) >= kNumDataTypes || static_cast<unsigned>(rop) >= kNumReduceOps)
     return Status(Code::kInvalidArgument, "coll: unknown dtype or reduce op");
@@ -151,9 +158,9 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
     }
   }
   if (!op) {
-    return Status(Code::kResourceExhausted,
-                  "coll: " + std::to_string(kSlots) + " collectives already in flight; wait on "
-                  "some before starting more");
+    return Status(Code::kResourceExhausted, "coll: " + std::to_string(kSlots) +
+                                                " collectives already in flight; wait on "
+                                                "some before starting more");
   }
   op->active = true;
   op->gen = (op->gen + 1) & 0xFFFFFF;
@@ -181,8 +188,13 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
                    ? (count * op->es <= rd_max_bytes ? Algo::kRecursiveDoubling : Algo::kRing)
                    : call.algo;
   }
-  op->desc = coll::Desc{0x67776331u, static_cast<uint8_t>(kind), static_cast<uint8_t>(dt),
-                        static_cast<uint8_t>(rop), static_cast<uint8_t>(op->algo), count, 0,
+  op->desc = coll::Desc{0x67776331u,
+                        static_cast<uint8_t>(kind),
+                        static_cast<uint8_t>(dt),
+                        static_cast<uint8_t>(rop),
+                        static_cast<uint8_t>(op->algo),
+                        count,
+                        0,
                         op->seq};
   if (kind != Kind::kAllreduce && kind != Kind::kReduceScatter) op->desc.op = 0;
   return op;
@@ -245,8 +257,8 @@ uint64_t make_tag(uint32_t seq, uint32_t unit) {
   return kTagMagic | (uint64_t{seq & 0xFFFFFF} << 32) | unit;
 }
 uint64_t make_wr(int slot, uint32_t gen, bool is_send, uint32_t unit) {
-  return (uint64_t(slot) << 56) | (uint64_t{gen & 0xFFFFFF} << 32) |
-         (uint64_t{is_send} << 31) | (unit & 0x7FFFFFFFu);
+  return (uint64_t(slot) << 56) | (uint64_t{gen & 0xFFFFFF} << 32) | (uint64_t{is_send} << 31) |
+         (unit & 0x7FFFFFFFu);
 }
 }  // namespace
 
@@ -302,8 +314,7 @@ Status Communicator::Impl::advance(Task& op) {
 
 void Communicator::Impl::maybe_complete(Task& op) {
   if (!op.done) {
-    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending)
-      return;
+    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending) return;
     if (op.engine == coll::Engine::kRd && op.rd_cur < op.rd_steps) return;
     op.done = true;
   }
@@ -337,9 +348,16 @@ void Communicator::Impl::fail_all(const Status& st) {
 
 void Communicator::Impl::dispatch(const Completion& c) {
   if (c.op == gw::Op::kEndpointError) {
+    // A peer that finished its part and closed is no failure; only collectives that still
+    // need messages to or from it fail (later ones fail when posting to its dead endpoint).
+    const int p = static_cast<int>(c.peer_id);
     std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-    fail_all(Status(Code::kRemoteError,
-                    "coll: rank " + std::to_string(c.peer_id) + " failed: " + why));
+    for (auto& op : ops) {
+      if (op.active && !op.done && needs_peer(op, p)) {
+        fail(op, Status(Code::kRemoteError,
+                        where(op) + ": rank " + std::to_string(p) + " failed: " + why));
+      }
+    }
     return;
   }
   const int slot = static_cast<int>(c.wr_id >> 56);
@@ -384,6 +402,19 @@ void Communicator::Impl::dispatch(const Completion& c) {
   }
   if (st.ok()) st = advance(op);
   if (!st.ok()) fail(op, st);
+}
+
+bool Communicator::Impl::needs_peer(const Task& op, int p) const {
+  if (op.engine == coll::Engine::kRd) {
+    for (int i = op.rd_cur; i < op.rd_steps; ++i) {
+      if (op.rd[static_cast<size_t>(i)].peer == p) return true;
+    }
+    return false;
+  }
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const bool pending = op.hdr_pending > 0;
+  return (p == prev && (pending || op.recvs_done < op.recvs_total)) ||
+         (p == next && (pending || op.sends_done < op.sends_total));
 }
 
 void Communicator::Impl::check_deadlines() {

@@ -26,9 +26,10 @@ namespace gw {
 struct CommOptions {
   int64_t chunk_bytes = 0;     ///< ring pipeline chunk (coll.chunk_bytes)
   int64_t pipeline_depth = 0;  ///< chunks in flight per ring step (coll.pipeline_depth)
-  int64_t rd_max_bytes = -1;   ///< Algo::kAuto uses recursive doubling up to this (coll.rd_max_bytes)
-  Nanos timeout{0};            ///< default timeout of one collective (coll.timeout_ms)
-  int check_args = -1;         ///< 1: exchange a descriptor to catch mismatched calls (coll.check_args)
+  int64_t rd_max_bytes =
+      -1;               ///< Algo::kAuto uses recursive doubling up to this (coll.rd_max_bytes)
+  Nanos timeout{0};     ///< default timeout of one collective (coll.timeout_ms)
+  int check_args = -1;  ///< 1: exchange a descriptor to catch mismatched calls (coll.check_args)
 };
 
 /// Per-call settings.
@@ -100,8 +101,8 @@ class Communicator {
                    const CallOptions& call = {});
   Status allreduce(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
                    const CallOptions& call = {});
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt,
-                        ReduceOp op, const CallOptions& call = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt, ReduceOp op,
+                        const CallOptions& call = {});
   Status allgather(const void* send, void* recv, size_t send_count, DataType dt,
                    const CallOptions& call = {});
   Status broadcast(void* buf, size_t count, DataType dt, int root, const CallOptions& call = {});
