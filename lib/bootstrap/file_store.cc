@@ -153,8 +153,8 @@ class FileStore final : public Store {
 
   Status write_atomic(const std::string& path, std::string_view value) const {
     static std::atomic<uint64_t> counter{0};
-    std::string tmp = dir_ + "/tmp_" + std::to_string(::getpid()) + "_" +
-                      std::to_string(counter.fetch_add(1));
+    std::string tmp =
+        dir_ + "/tmp_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1));
     {
       FileFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (fd.get() < 0) return sys_error("create " + tmp, errno);

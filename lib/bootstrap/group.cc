@@ -4,6 +4,7 @@
 
 #include "gw_group.h"
 #include "log.h"
+#include "store_util.h"
 
 namespace gw {
 namespace {
@@ -53,7 +54,7 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
                       " is invalid (need 0 <= rank < size <= " + std::to_string(kMaxSize) + ")");
   }
   auto lg = log::get("gw.group");
-  Deadline deadline(timeout);
+  Deadline deadline(store::bounded(timeout));
   std::unique_ptr<Group> g(new Group());
   g->rank_ = rank;
   g->size_ = size;
@@ -91,8 +92,8 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     std::string ctx = where + ": address of rank " + std::to_string(p);
-    GW_ASSIGN_OR_RETURN(auto bytes, g->store_->get(keys[static_cast<size_t>(p)],
-                                                   deadline.remaining()));
+    GW_ASSIGN_OR_RETURN(auto bytes,
+                        g->store_->get(keys[static_cast<size_t>(p)], deadline.remaining()));
     auto addr = Address::from_bytes(bytes);
     if (!addr.ok()) return addr.status().with_context(ctx);
     if (addr->driver() != driver) {

@@ -14,10 +14,13 @@ namespace gw {
 
 class Group {
  public:
-  /// Publish this rank's address under `prefix`, wait for every rank's, and connect all pairs
-  /// (the lower rank dials) before `timeout`.
-  /// @return Timeout naming the ranks that never showed up, or the connect error naming the
-  ///         peer; InvalidArgument for a bad rank/size.
+  /// Publish this rank's address under "<prefix>/addr/<rank>", wait for every rank's, and
+  /// connect all pairs before `timeout`: the lower rank dials, each rank dials all its higher
+  /// peers before accepting its lower ones. The pair's ConnectParams::key is unique within the
+  /// group and differs between prefixes. Size 1 makes no endpoints.
+  /// @return Timeout naming the ranks that never showed up; InvalidArgument for a bad rank/size
+  ///         or a peer on another driver; the connect error with "group rank R: connect to
+  ///         rank P"; the store's errors.
   static Result<std::unique_ptr<Group>> create(std::shared_ptr<Store> store,
                                                std::unique_ptr<Transport> transport, int rank,
                                                int size, Nanos timeout,

@@ -2,6 +2,8 @@
 /// Store: the key-value rendezvous ranks use to exchange addresses (torch.distributed's
 /// Store, Gloo's rendezvous). Implementations: TCP (server on rank 0 or standalone), file
 /// (shared directory), in-process (threads). Every blocking call has a timeout.
+/// Keys and values are arbitrary bytes, at most 64 MiB each; counters (add) are decimal text.
+/// Errors name the store and, quoted (non-printable bytes as \xNN), the keys concerned.
 /// Thread-safety: all Store implementations are safe to call from several threads.
 #pragma once
 
@@ -19,36 +21,46 @@ namespace gw {
 class Store {
  public:
   virtual ~Store() = default;
-  /// Set (or overwrite) a key. @return SystemError/RemoteError if the store is unreachable.
+  /// Set (or overwrite) a key. @return InvalidArgument (over 64 MiB), SystemError (file
+  /// store), RemoteError (TCP server gone), Timeout (TCP server did not answer).
   virtual Status set(std::string_view key, std::string_view value) = 0;
-  /// Wait until `key` exists and return its value. @return Timeout naming the key.
+  /// Wait until `key` exists and return its value. @return Timeout naming the key; else as set.
   virtual Result<std::string> get(std::string_view key, Nanos timeout) = 0;
   /// Atomically add `delta` to an integer key (created as 0) and return the new value.
+  /// @return InvalidArgument when the key holds no integer or the sum overflows; else as set.
   virtual Result<int64_t> add(std::string_view key, int64_t delta) = 0;
-  /// Wait until all keys exist. @return Timeout naming the keys still missing.
+  /// Wait until all keys exist. @return Timeout naming the keys still missing; else as set.
   virtual Status wait(std::span<const std::string> keys, Nanos timeout) = 0;
-  /// Whether all keys exist now (no waiting).
+  /// Whether all keys exist now (no waiting). @return as set.
   virtual Result<bool> check(std::span<const std::string> keys) = 0;
 };
 
 /// In-process store shared by threads (tests, single-process multi-rank runs).
 std::shared_ptr<Store> make_in_process_store();
 
-/// Store on files in `dir` (created if missing); works across processes on one host or on a
-/// shared file system. @return SystemError if dir cannot be created.
+/// Store on files in `dir` (created if missing): one file per key, written by rename; add()
+/// holds an flock. Works across processes on one host or on a shared file system with flock;
+/// get/wait poll (1 ms doubling to 50 ms). @return SystemError if dir cannot be created,
+/// InvalidArgument if it is not a directory.
 Result<std::shared_ptr<Store>> make_file_store(const std::string& dir);
 
-/// A TCP store server; serves until destroyed. Thread-safety: owns one serving thread.
+/// A TCP store server; serves until destroyed (its clients then get RemoteError). One thread
+/// polls every client; get/wait park on the server until the keys exist or time out. A client
+/// that sends a malformed or oversized request is disconnected with a warning.
+/// Thread-safety: owns one serving thread; port() may be called from any thread.
 class TcpStoreServer {
  public:
   virtual ~TcpStoreServer() = default;
-  /// Listen on host:port (port 0 = any free port). @return SystemError (bind failure).
+  /// Listen on host:port (port 0 = any free port; host "" = every interface, IPv6 and IPv4).
+  /// @return SystemError (bind failure, naming host:port), Unavailable (host not resolvable).
   static Result<std::unique_ptr<TcpStoreServer>> start(const std::string& host, uint16_t port);
   virtual uint16_t port() const = 0;
 };
 
-/// Client of a TCP store; retries connecting until `timeout` (the server may start later).
-/// @return Timeout naming host:port and the last connect error.
+/// Client of a TCP store; retries connecting with back-off until `timeout` (the server may
+/// start later). Requests wait for the reply at most their own timeout plus
+/// store.io_timeout_ms; concurrent requests use separate connections.
+/// @return Timeout naming host:port and the last connect error; InvalidArgument (no host/port).
 Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
                                                  Nanos timeout);
 
@@ -61,7 +73,7 @@ struct LaunchInfo {
   int world_size = 1;
   std::string master_addr;  ///< where rank 0 serves the TCP store
   uint16_t master_port = 0;
-  std::string source;       ///< "gradwire", "torchrun", "Open MPI" or "Slurm"
+  std::string source;  ///< "gradwire", "torchrun", "Open MPI" or "Slurm"
 };
 
 /// Read GW_RANK/GW_WORLD_SIZE/GW_MASTER_ADDR/GW_MASTER_PORT, else torchrun's RANK/WORLD_SIZE/

@@ -66,9 +66,9 @@ Result<LaunchInfo> discover_launch() {
   GW_ASSIGN_OR_RETURN(int64_t size, parse_int(found->size, found->source, 1, kMaxRanks));
   GW_ASSIGN_OR_RETURN(int64_t rank, parse_int(found->rank, found->source, 0, kMaxRanks));
   if (rank >= size) {
-    return Status(Code::kInvalidArgument, std::string(found->rank) + "=" +
-                                              std::to_string(rank) + " must be less than " +
-                                              found->size + "=" + std::to_string(size));
+    return Status(Code::kInvalidArgument, std::string(found->rank) + "=" + std::to_string(rank) +
+                                              " must be less than " + found->size + "=" +
+                                              std::to_string(size));
   }
   info.rank = static_cast<int>(rank);
   info.world_size = static_cast<int>(size);
@@ -113,9 +113,7 @@ class ServingStore final : public Store {
   Status wait(std::span<const std::string> keys, Nanos timeout) override {
     return client_->wait(keys, timeout);
   }
-  Result<bool> check(std::span<const std::string> keys) override {
-    return client_->check(keys);
-  }
+  Result<bool> check(std::span<const std::string> keys) override { return client_->check(keys); }
 
  private:
   std::unique_ptr<TcpStoreServer> server_;  // declared first: the client closes before it stops
@@ -128,8 +126,9 @@ Result<std::shared_ptr<Store>> store_for_launch(const LaunchInfo& info, Nanos ti
   if (info.rank != 0) return connect_tcp_store(info.master_addr, info.master_port, timeout);
   // Every interface: the master address names this host as the other ranks see it.
   GW_ASSIGN_OR_RETURN(auto server, TcpStoreServer::start("", info.master_port));
-  log::get("gw.store")->info("rank 0 of {} ({}): tcp store serving on port {}", info.world_size,
-                             info.source, server->port());
+  log::get("gw.store")
+      ->info("rank 0 of {} ({}): tcp store serving on port {}", info.world_size, info.source,
+             server->port());
   // A job of one may have no master port (port 0 = any); it connects to itself locally.
   std::string host = info.master_port == 0 ? "127.0.0.1" : info.master_addr;
   auto client = connect_tcp_store(host, server->port(), timeout);

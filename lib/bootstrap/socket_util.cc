@@ -34,8 +34,8 @@ Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive
     rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
   }
   if (rc != 0) {
-    return Status(Code::kUnavailable, "cannot resolve " + host_port(host, port) + ": " +
-                                          ::gai_strerror(rc));
+    return Status(Code::kUnavailable,
+                  "cannot resolve " + host_port(host, port) + ": " + ::gai_strerror(rc));
   }
   return AddrInfoPtr(res, ::freeaddrinfo);
 }

@@ -69,7 +69,7 @@ class InProcessStore final : public Store {
 
   Status wait_locked(std::unique_lock<std::mutex>& lock, std::span<const std::string> keys,
                      Nanos timeout) {
-    Deadline deadline(timeout);
+    Deadline deadline(store::bounded(timeout));
     auto all_there = [&] {
       for (auto& k : keys)
         if (!map_.contains(k)) return false;

@@ -52,10 +52,10 @@ Status missing_keys_timeout(std::string_view store, std::span<const std::string>
 Status check_sizes(std::string_view store, std::string_view key, std::string_view value) {
   if (key.size() > kMaxItem || value.size() > kMaxItem) {
     return Status(Code::kInvalidArgument,
-                  std::string(store) + ": key " + quote(key) + " of " +
-                      std::to_string(key.size()) + " bytes with a value of " +
-                      std::to_string(value.size()) + " bytes exceeds the limit of " +
-                      std::to_string(kMaxItem) + " bytes per key or value");
+                  std::string(store) + ": key " + quote(key) + " of " + std::to_string(key.size()) +
+                      " bytes with a value of " + std::to_string(value.size()) +
+                      " bytes exceeds the limit of " + std::to_string(kMaxItem) +
+                      " bytes per key or value");
   }
   return Status();
 }
@@ -76,15 +76,15 @@ Result<int64_t> add_checked(std::string_view store, std::string_view key, int64_
                             int64_t delta) {
   int64_t out = 0;
   if (__builtin_add_overflow(value, delta, &out)) {
-    return Status(Code::kInvalidArgument, std::string(store) + ": add on key " + quote(key) +
-                                              ": " + std::to_string(value) + " + " +
+    return Status(Code::kInvalidArgument, std::string(store) + ": add on key " + quote(key) + ": " +
+                                              std::to_string(value) + " + " +
                                               std::to_string(delta) + " overflows int64");
   }
   return out;
 }
 
 Result<bool> poll_until(const std::function<Result<bool>()>& probe, Nanos timeout) {
-  Deadline deadline(timeout);
+  Deadline deadline(bounded(timeout));
   Nanos sleep = Millis(1);
   for (;;) {
     GW_ASSIGN_OR_RETURN(bool done, probe());

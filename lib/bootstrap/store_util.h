@@ -17,6 +17,12 @@ namespace gw::store {
 /// Largest key or value any store accepts (the TCP store's wire bound).
 inline constexpr size_t kMaxItem = size_t{64} << 20;
 
+/// `t` limited to [0, 30 days], so that now + t cannot overflow (callers pass Nanos::max()).
+inline Nanos bounded(Nanos t) {
+  constexpr Nanos kMax = std::chrono::hours(24 * 30);
+  return t < Nanos(0) ? Nanos(0) : (t > kMax ? kMax : t);
+}
+
 /// `bytes` quoted, printable: non-printable bytes as \xNN, cut after 200 characters.
 std::string quote(std::string_view bytes);
 
@@ -31,8 +37,7 @@ Status missing_keys_timeout(std::string_view store, std::span<const std::string>
 Status check_sizes(std::string_view store, std::string_view key, std::string_view value);
 
 /// Value of a counter key (decimal text); InvalidArgument when it is not an integer.
-Result<int64_t> parse_counter(std::string_view store, std::string_view key,
-                              std::string_view value);
+Result<int64_t> parse_counter(std::string_view store, std::string_view key, std::string_view value);
 /// Counter after adding `delta`; InvalidArgument on overflow.
 Result<int64_t> add_checked(std::string_view store, std::string_view key, int64_t value,
                             int64_t delta);

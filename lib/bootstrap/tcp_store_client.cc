@@ -21,8 +21,8 @@
 namespace gw {
 namespace {
 
-using store::Socket;
 using store::errno_text;
+using store::Socket;
 namespace wire = store::wire;
 
 GW_CONFIG_KEYS(store, {"store.io_timeout_ms", ConfigType::kInt, "30000",
@@ -33,7 +33,7 @@ constexpr size_t kMaxIdle = 8;
 
 constexpr uint8_t op_byte(wire::Op o) { return static_cast<uint8_t>(o); }
 
-int64_t to_ms(Nanos t) { return std::chrono::ceil<Millis>(t).count(); }
+int64_t to_ms(Nanos t) { return std::chrono::ceil<Millis>(store::bounded(t)).count(); }
 
 // Waits for `events` on fd until the deadline. @return false on timeout.
 Result<bool> wait_fd(int fd, short events, const Deadline& deadline) {
@@ -55,8 +55,8 @@ Result<Socket> try_connect(const std::string& host, uint16_t port, const Deadlin
     return ais.status();
   }
   for (addrinfo* ai = ais->get(); ai; ai = ai->ai_next) {
-    Socket fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                       ai->ai_protocol));
+    Socket fd(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       *last_err = errno;
       continue;
@@ -67,8 +67,10 @@ Result<Socket> try_connect(const std::string& host, uint16_t port, const Deadlin
       if (err == EINPROGRESS) {
         GW_ASSIGN_OR_RETURN(bool ready, wait_fd(fd.get(), POLLOUT, deadline));
         socklen_t len = sizeof err;
-        if (!ready) err = ETIMEDOUT;
-        else ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+        if (!ready)
+          err = ETIMEDOUT;
+        else
+          ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       }
     }
     if (err == 0) {
@@ -84,7 +86,7 @@ Result<Socket> try_connect(const std::string& host, uint16_t port, const Deadlin
 
 // Connects, retrying with back-off (10 ms doubling to 500 ms) until the deadline.
 Result<Socket> connect_retry(const std::string& host, uint16_t port, Nanos timeout) {
-  Deadline deadline(timeout);
+  Deadline deadline(store::bounded(timeout));
   Nanos backoff = Millis(10);
   int last_err = 0;
   std::string last_what = "no attempt made";
@@ -107,7 +109,9 @@ Result<Socket> connect_retry(const std::string& host, uint16_t port, Nanos timeo
 class Client final : public Store {
  public:
   Client(std::string host, uint16_t port, Nanos io_timeout, Socket first)
-      : host_(std::move(host)), port_(port), name_("tcp store " + store::host_port(host_, port)),
+      : host_(std::move(host)),
+        port_(port),
+        name_("tcp store " + store::host_port(host_, port)),
         io_timeout_(io_timeout) {
     idle_.push_back(std::move(first));
   }
@@ -225,14 +229,14 @@ class Client final : public Store {
       std::string what;
       auto s = try_connect(host_, port_, Deadline(io_timeout_), &err, &what);
       if (!s.ok()) {
-        return Status(Code::kRemoteError, name_ + ": cannot open a connection for " + op +
-                                              ": " + what +
-                                              " (the store server exited? it lives in rank 0)",
+        return Status(Code::kRemoteError,
+                      name_ + ": cannot open a connection for " + op + ": " + what +
+                          " (the store server exited? it lives in rank 0)",
                       err);
       }
       fd = std::move(*s);
     }
-    Deadline deadline(wait + io_timeout_);
+    Deadline deadline(store::bounded(wait) + io_timeout_);
     GW_RETURN_IF_ERROR(send_all(op, fd.get(), frame, deadline));
     std::string header(wire::kHeader, '\0');
     GW_RETURN_IF_ERROR(recv_all(op, fd.get(), header.data(), header.size(), deadline));
@@ -256,8 +260,8 @@ class Client final : public Store {
     if (err == ETIMEDOUT && d.expired()) {
       return Status(Code::kTimeout, name_ + ": no reply to " + op + " in time (" + what + ")");
     }
-    return Status(Code::kSystemError, name_ + ": " + what + " during " + op + ": " +
-                                          errno_text(err), err);
+    return Status(Code::kSystemError,
+                  name_ + ": " + what + " during " + op + ": " + errno_text(err), err);
   }
 
   Status send_all(const char* op, int fd, std::string_view buf, const Deadline& d) const {
@@ -312,13 +316,13 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
   GW_ASSIGN_OR_RETURN(auto cfg, Config::global());
   GW_ASSIGN_OR_RETURN(int64_t io_ms, cfg.get_int("store.io_timeout_ms"));
   if (io_ms <= 0) {
-    return Status(Code::kInvalidArgument, "store.io_timeout_ms must be > 0, got " +
-                                              std::to_string(io_ms));
+    return Status(Code::kInvalidArgument,
+                  "store.io_timeout_ms must be > 0, got " + std::to_string(io_ms));
   }
   GW_ASSIGN_OR_RETURN(Socket fd, connect_retry(host, port, timeout));
   log::get("gw.store")->debug("connected to tcp store {}", store::host_port(host, port));
-  return std::shared_ptr<Store>(
-      std::make_shared<Client>(host, port, Millis(io_ms), std::move(fd)));
+  Nanos io_timeout = store::bounded(Millis(std::min<int64_t>(io_ms, 86'400'000)));
+  return std::shared_ptr<Store>(std::make_shared<Client>(host, port, io_timeout, std::move(fd)));
 }
 
 }  // namespace gw

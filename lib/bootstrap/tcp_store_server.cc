@@ -23,8 +23,8 @@
 namespace gw {
 namespace {
 
-using store::Socket;
 using store::errno_text;
+using store::Socket;
 namespace wire = store::wire;
 
 constexpr size_t kMaxClients = 4096;
@@ -67,8 +67,7 @@ struct Client {
 class Server final : public TcpStoreServer {
  public:
   Server(Socket listen, Socket wake, uint16_t port, std::string where)
-      : listen_(std::move(listen)), wake_(std::move(wake)), port_(port),
-        where_(std::move(where)) {
+      : listen_(std::move(listen)), wake_(std::move(wake)), port_(port), where_(std::move(where)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Server() override {
@@ -157,8 +156,8 @@ void Server::accept_clients() {
       return;
     }
     if (clients_.size() >= kMaxClients) {
-      lg_->warn("tcp store server on {}: refusing {}: already {} clients", where_,
-                peer_text(sa), kMaxClients);
+      lg_->warn("tcp store server on {}: refusing {}: already {} clients", where_, peer_text(sa),
+                kMaxClients);
       continue;
     }
     int one = 1;
@@ -252,16 +251,15 @@ bool Server::handle(Client& c, std::string_view payload) {
       Status bad;
       if (auto it = data_.find(key); it != data_.end()) {
         auto parsed = store::parse_counter("tcp store " + where_, key, it->second);
-        if (parsed.ok()) old = *parsed;
-        else bad = parsed.status();
+        if (parsed.ok())
+          old = *parsed;
+        else
+          bad = parsed.status();
       }
       Result<int64_t> v = bad.ok() ? store::add_checked("tcp store " + where_, key, old, delta)
                                    : Result<int64_t>(bad);
       if (!v.ok()) {
-        reply(c, wire::Writer()
-                     .u8(kErrorReply)
-                     .str(v.status().message())
-                     .finish());
+        reply(c, wire::Writer().u8(kErrorReply).str(v.status().message()).finish());
         return true;
       }
       data_.insert_or_assign(std::string(key), std::to_string(*v));
@@ -330,8 +328,8 @@ void Server::reply(Client& c, std::string frame) {
 
 void Server::flush(Client& c) {
   while (!c.closed && c.out_off < c.out.size()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
-                       MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -356,8 +354,7 @@ void Server::drop(Client& c, const std::string& why) {
 }
 
 Result<Socket> listen_on(const addrinfo& ai, bool dual_stack) {
-  Socket fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                     ai.ai_protocol));
+  Socket fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol));
   if (!fd.valid()) return Status(Code::kSystemError, "socket: " + errno_text(errno), errno);
   int one = 1, zero = 0;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -376,11 +373,11 @@ Result<Socket> listen_on(const addrinfo& ai, bool dual_stack) {
 }  // namespace
 
 Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string& host,
-                                                             uint16_t port) {
+                                                              uint16_t port) {
   // An empty host means every interface: one IPv6 socket that also takes IPv4, falling back to
   // IPv4 alone where IPv6 is disabled.
-  std::vector<std::string> tries = host.empty() ? std::vector<std::string>{"::", "0.0.0.0"}
-                                                : std::vector<std::string>{host};
+  std::vector<std::string> tries =
+      host.empty() ? std::vector<std::string>{"::", "0.0.0.0"} : std::vector<std::string>{host};
   Status last;
   Socket fd;
   for (auto& h : tries) {
@@ -391,27 +388,28 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string&
     }
     for (addrinfo* ai = ais->get(); ai && !fd.valid(); ai = ai->ai_next) {
       auto s = listen_on(*ai, host.empty());
-      if (s.ok()) fd = std::move(*s);
-      else last = s.status();
+      if (s.ok())
+        fd = std::move(*s);
+      else
+        last = s.status();
     }
     if (fd.valid()) break;
   }
   std::string where = store::host_port(host.empty() ? "*" : host, port);
   if (!fd.valid()) {
-    return Status(last.code(), "tcp store server: cannot listen on " + where + ": " +
-                                   std::string(last.message()) +
-                                   (last.sys_errno() == EADDRINUSE
-                                        ? " (another process holds the port: pick another "
-                                          "master port)"
-                                        : ""),
-                  last.sys_errno());
+    return Status(
+        last.code(),
+        "tcp store server: cannot listen on " + where + ": " + std::string(last.message()) +
+            (last.sys_errno() == EADDRINUSE ? " (another process holds the port: pick another "
+                                              "master port)"
+                                            : ""),
+        last.sys_errno());
   }
   sockaddr_storage sa{};
   socklen_t len = sizeof sa;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-  uint16_t bound = ntohs(sa.ss_family == AF_INET6
-                             ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
-                             : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+  uint16_t bound = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                                  : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
   Socket wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
     return Status(Code::kSystemError, "tcp store server: eventfd: " + errno_text(errno), errno);

@@ -2,6 +2,7 @@
 // and a missing rank named within the timeout. Suite 'tcp' (needs drivers/tcp).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -20,7 +21,7 @@ uint64_t value_of(int src, int dst) {
 }
 
 // Sends value_of(rank, p) to every peer p and checks value_of(p, rank) came from each.
-void exchange_all(Group& g, const std::string& prefix = "gw") {
+void exchange_all(Group& g, const std::string& prefix) {
   int n = g.size(), me = g.rank();
   std::vector<uint64_t> out(n), in(n, 0);
   for (int p = 0; p < n; ++p) {
@@ -54,56 +55,70 @@ void exchange_all(Group& g, const std::string& prefix = "gw") {
   ASSERT_TRUE(g.store().wait(done, kTimeout).ok());
 }
 
+// What one thread passes to Group::create.
+struct Member {
+  int rank, size;
+  Nanos timeout;
+  std::string prefix;
+};
+// One thread per member, all on one in-process store: each opens its own TCP transport, joins
+// the group that group_of(thread index) describes and hands the result to body.
+void run_threads(int threads, const std::function<Member(int)>& group_of,
+                 const std::function<void(const Member&, Result<std::unique_ptr<Group>>)>& body) {
+  auto store = make_in_process_store();
+  std::vector<std::thread> ts;
+  for (int i = 0; i < threads; ++i) {
+    ts.emplace_back([&, i] {
+      auto t = Transport::open(kSpec);
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      Member m = group_of(i);
+      body(m, Group::create(store, std::move(*t), m.rank, m.size, m.timeout, m.prefix));
+    });
+  }
+  for (auto& t : ts) t.join();
+}
+
 TEST(Group, AllPairsConnectAndExchange) {
   for (int size = 2; size <= 4; ++size) {
     SCOPED_TRACE("size " + std::to_string(size));
-    auto store = make_in_process_store();
-    std::vector<std::thread> threads;
-    for (int r = 0; r < size; ++r) {
-      threads.emplace_back([&, r] {
-        auto t = Transport::open(kSpec);
-        ASSERT_TRUE(t.ok()) << t.status().to_string();
-        auto g = Group::create(store, std::move(*t), r, size, kTimeout);
-        ASSERT_TRUE(g.ok()) << g.status().to_string();
-        exchange_all(**g);
-      });
-    }
-    for (auto& t : threads) t.join();
+    run_threads(
+        size,
+        [&](int i) {
+          return Member{i, size, kTimeout, "gw"};
+        },
+        [](const Member& m, Result<std::unique_ptr<Group>> g) {
+          ASSERT_TRUE(g.ok()) << g.status().to_string();
+          exchange_all(**g, m.prefix);
+        });
   }
 }
 
 TEST(Group, MissingRankIsNamedWithinTheTimeout) {
-  auto store = make_in_process_store();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      auto t = Transport::open(kSpec);
-      ASSERT_TRUE(t.ok()) << t.status().to_string();
-      auto g = Group::create(store, std::move(*t), r, 3, 300ms);
-      ASSERT_FALSE(g.ok());
-      EXPECT_EQ(g.status().code(), Code::kTimeout);
-      EXPECT_NE(g.status().message().find("rank 2 never published"), std::string_view::npos)
-          << g.status().to_string();
-    });
-  }
-  for (auto& t : threads) t.join();
+  // World of 3, only ranks 0 and 1 start.
+  run_threads(
+      2,
+      [](int i) {
+        return Member{i, 3, 300ms, "gw"};
+      },
+      [](const Member&, Result<std::unique_ptr<Group>> g) {
+        ASSERT_FALSE(g.ok());
+        EXPECT_EQ(g.status().code(), Code::kTimeout);
+        EXPECT_NE(g.status().message().find("rank 2 never published"), std::string_view::npos)
+            << g.status().to_string();
+      });
 }
 
 TEST(Group, TwoGroupsOverOneStoreWithDifferentPrefixes) {
-  auto store = make_in_process_store();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      auto t = Transport::open(kSpec);
-      ASSERT_TRUE(t.ok()) << t.status().to_string();
-      // Ranks 0,1 form group "a", ranks 2,3 group "b", on one store.
-      std::string prefix = r < 2 ? "a" : "b";
-      auto g = Group::create(store, std::move(*t), r % 2, 2, kTimeout, prefix);
-      ASSERT_TRUE(g.ok()) << g.status().to_string();
-      exchange_all(**g, prefix);
-    });
-  }
-  for (auto& t : threads) t.join();
+  // Threads 0,1 form group "a", threads 2,3 group "b", on one store.
+  run_threads(
+      4,
+      [](int i) {
+        return Member{i % 2, 2, kTimeout, i < 2 ? "a" : "b"};
+      },
+      [](const Member& m, Result<std::unique_ptr<Group>> g) {
+        ASSERT_TRUE(g.ok()) << g.status().to_string();
+        exchange_all(**g, m.prefix);
+      });
 }
 
 }  // namespace

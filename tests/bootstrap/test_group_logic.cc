@@ -74,9 +74,11 @@ class FakeTransport final : public Transport {
 };
 
 /// Runs Group::create for `ranks` (a subset of 0..size-1) as threads.
-std::vector<Result<std::unique_ptr<Group>>> run_ranks(
-    Recorder& rec, std::shared_ptr<Store> store, int size, std::vector<int> ranks,
-    Nanos timeout, const std::string& prefix = "gw", int odd_driver_rank = -1) {
+std::vector<Result<std::unique_ptr<Group>>> run_ranks(Recorder& rec, std::shared_ptr<Store> store,
+                                                      int size, std::vector<int> ranks,
+                                                      Nanos timeout,
+                                                      const std::string& prefix = "gw",
+                                                      int odd_driver_rank = -1) {
   std::vector<Result<std::unique_ptr<Group>>> out;
   for (size_t i = 0; i < ranks.size(); ++i) out.emplace_back(Status(Code::kInternal, "not run"));
   std::vector<std::thread> threads;
@@ -177,8 +179,7 @@ TEST(GroupLogic, SeveralMissingRanksAreAllNamed) {
   Recorder rec;
   auto groups = run_ranks(rec, make_in_process_store(), 6, {0, 1, 3, 4}, 200ms);
   ASSERT_FALSE(groups[0].ok());
-  EXPECT_NE(groups[0].status().message().find("ranks 2, 5 never published"),
-            std::string_view::npos)
+  EXPECT_NE(groups[0].status().message().find("ranks 2, 5 never published"), std::string_view::npos)
       << groups[0].status().to_string();
 }
 
@@ -216,9 +217,8 @@ TEST(GroupLogic, SizeOneHasNoEndpoints) {
 TEST(GroupLogic, BadRankOrSizeIsInvalidArgument) {
   Recorder rec;
   for (auto [rank, size] : {std::pair{3, 3}, {-1, 2}, {0, 0}}) {
-    auto g = Group::create(make_in_process_store(), std::make_unique<FakeTransport>(&rec, 0,
-                                                                                    "fake"),
-                           rank, size, 1s);
+    auto g = Group::create(make_in_process_store(),
+                           std::make_unique<FakeTransport>(&rec, 0, "fake"), rank, size, 1s);
     ASSERT_FALSE(g.ok());
     EXPECT_EQ(g.status().code(), Code::kInvalidArgument) << rank << "/" << size;
   }

@@ -13,10 +13,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const char* const kVars[] = {"GW_RANK",         "GW_WORLD_SIZE",        "GW_MASTER_ADDR",
-                             "GW_MASTER_PORT",  "RANK",                 "WORLD_SIZE",
-                             "MASTER_ADDR",     "MASTER_PORT",          "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",    "SLURM_NTASKS"};
+const char* const kVars[] = {"GW_RANK",
+                             "GW_WORLD_SIZE",
+                             "GW_MASTER_ADDR",
+                             "GW_MASTER_PORT",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS"};
 
 /// Clears every launcher variable for the test and restores them afterwards.
 class LaunchTest : public ::testing::Test {
@@ -65,7 +73,9 @@ TEST_F(LaunchTest, NothingSetIsUnavailable) {
 }
 
 TEST_F(LaunchTest, Gradwire) {
-  set({{"GW_RANK", "2"}, {"GW_WORLD_SIZE", "4"}, {"GW_MASTER_ADDR", "10.0.0.1"},
+  set({{"GW_RANK", "2"},
+       {"GW_WORLD_SIZE", "4"},
+       {"GW_MASTER_ADDR", "10.0.0.1"},
        {"GW_MASTER_PORT", "29500"}});
   expect_launch({2, 4, "10.0.0.1", 29500, "gradwire"});
 }
@@ -76,20 +86,30 @@ TEST_F(LaunchTest, Torchrun) {
 }
 
 TEST_F(LaunchTest, OpenMpiTakesTheMasterFromGradwireOrTorchVariables) {
-  set({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-       {"MASTER_ADDR", "torch-host"}, {"MASTER_PORT", "1111"}, {"GW_MASTER_ADDR", "gw-host"}});
+  set({{"OMPI_COMM_WORLD_RANK", "3"},
+       {"OMPI_COMM_WORLD_SIZE", "8"},
+       {"MASTER_ADDR", "torch-host"},
+       {"MASTER_PORT", "1111"},
+       {"GW_MASTER_ADDR", "gw-host"}});
   expect_launch({3, 8, "gw-host", 1111, "Open MPI"});  // GW_MASTER_ADDR wins over MASTER_ADDR
 }
 
 TEST_F(LaunchTest, Slurm) {
-  set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}, {"GW_MASTER_ADDR", "::1"},
+  set({{"SLURM_PROCID", "0"},
+       {"SLURM_NTASKS", "16"},
+       {"GW_MASTER_ADDR", "::1"},
        {"GW_MASTER_PORT", "65535"}});
   expect_launch({0, 16, "::1", 65535, "Slurm"});
 }
 
 TEST_F(LaunchTest, GradwireVariablesWinOverTheOthers) {
-  set({{"GW_RANK", "1"}, {"GW_WORLD_SIZE", "2"}, {"GW_MASTER_ADDR", "a"},
-       {"GW_MASTER_PORT", "5"}, {"RANK", "0"}, {"WORLD_SIZE", "9"}, {"SLURM_PROCID", "7"},
+  set({{"GW_RANK", "1"},
+       {"GW_WORLD_SIZE", "2"},
+       {"GW_MASTER_ADDR", "a"},
+       {"GW_MASTER_PORT", "5"},
+       {"RANK", "0"},
+       {"WORLD_SIZE", "9"},
+       {"SLURM_PROCID", "7"},
        {"SLURM_NTASKS", "9"}});
   expect_launch({1, 2, "a", 5, "gradwire"});
 }
@@ -100,13 +120,14 @@ TEST_F(LaunchTest, SingleRankNeedsNoMaster) {
 }
 
 TEST_F(LaunchTest, BadValuesNameTheVariable) {
-  const std::map<std::string, std::string> good = {{"GW_RANK", "1"}, {"GW_WORLD_SIZE", "4"},
+  const std::map<std::string, std::string> good = {{"GW_RANK", "1"},
+                                                   {"GW_WORLD_SIZE", "4"},
                                                    {"GW_MASTER_ADDR", "h"},
                                                    {"GW_MASTER_PORT", "29500"}};
   const std::pair<const char*, const char*> cases[] = {
-      {"GW_RANK", "abc"},         {"GW_RANK", "3x"},          {"GW_RANK", "-1"},
-      {"GW_RANK", "4"},           {"GW_WORLD_SIZE", "0"},     {"GW_WORLD_SIZE", "two"},
-      {"GW_MASTER_PORT", "0"},    {"GW_MASTER_PORT", "65536"}, {"GW_MASTER_PORT", "80a"},
+      {"GW_RANK", "abc"},      {"GW_RANK", "3x"},           {"GW_RANK", "-1"},
+      {"GW_RANK", "4"},        {"GW_WORLD_SIZE", "0"},      {"GW_WORLD_SIZE", "two"},
+      {"GW_MASTER_PORT", "0"}, {"GW_MASTER_PORT", "65536"}, {"GW_MASTER_PORT", "80a"},
   };
   for (auto [var, value] : cases) {
     SCOPED_TRACE(std::string(var) + "=" + value);

@@ -73,6 +73,14 @@ TEST_P(StoreTest, SetThenGetReturnsTheValue) {
   EXPECT_EQ(store_->get("alpha", kLong).value(), "overwritten");
 }
 
+TEST_P(StoreTest, UnboundedTimeoutsDoNotOverflow) {
+  ASSERT_TRUE(store_->set("k", "v").ok());
+  EXPECT_EQ(store_->get("k", Nanos::max()).value(), "v");
+  std::vector<std::string> keys = {"k"};
+  EXPECT_TRUE(store_->wait(keys, Nanos::max()).ok());
+  EXPECT_EQ(store_->get("absent", Nanos::min()).status().code(), Code::kTimeout);
+}
+
 TEST_P(StoreTest, KeysAndValuesAreArbitraryBytes) {
   std::string key("a/b\0c\xff %/..", 12), value;
   for (int i = 0; i < 256; ++i) value.push_back(static_cast<char>(i));
@@ -193,8 +201,7 @@ TEST_P(StoreTest, OversizedValueIsRefusedBeforeSending) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest,
-                         ::testing::Values("in_process", "prefix", "file", "tcp_ipv4",
-                                           "tcp_ipv6"),
+                         ::testing::Values("in_process", "prefix", "file", "tcp_ipv4", "tcp_ipv6"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(PrefixStore, PutsThePrefixBeforeEveryKey) {

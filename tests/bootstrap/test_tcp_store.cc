@@ -105,8 +105,7 @@ TEST(TcpStore, ServerGoneGivesAnErrorNotAHang) {
   for (int i = 0; i < 3; ++i) {
     auto v = client->get("k", kLong);
     ASSERT_FALSE(v.ok());
-    EXPECT_TRUE(v.status().code() == Code::kRemoteError ||
-                v.status().code() == Code::kSystemError)
+    EXPECT_TRUE(v.status().code() == Code::kRemoteError || v.status().code() == Code::kSystemError)
         << v.status().to_string();
   }
 }
@@ -124,12 +123,12 @@ TEST(TcpStore, HostileClientsAreDroppedAndOthersStillServed) {
   ASSERT_TRUE(stalled.send(header(kMagic, 1000)));
 
   std::vector<std::string> attacks = {
-      "GET /index.html HTTP/1.1\r\n\r\n",                  // not our protocol
-      header(kMagic, 0xFFFFFFF0u),                         // absurd frame length
-      header(kMagic, 1) + "\x63",                          // unknown op
-      header(kMagic, 5) + "\x01\xff\xff\xff\xff",          // SET, key length past the frame
+      "GET /index.html HTTP/1.1\r\n\r\n",          // not our protocol
+      header(kMagic, 0xFFFFFFF0u),                 // absurd frame length
+      header(kMagic, 1) + "\x63",                  // unknown op
+      header(kMagic, 5) + "\x01\xff\xff\xff\xff",  // SET, key length past the frame
       header(kMagic, 9) + std::string("\x01\x00\x00\x00\x00\x04\x00\x00\x00", 9),  // no value
-      header(kMagic, 0),                                   // empty payload
+      header(kMagic, 0),                                                           // empty payload
   };
   for (size_t i = 0; i < attacks.size(); ++i) {
     RawSocket raw(port);
