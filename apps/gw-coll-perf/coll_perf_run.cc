@@ -1,0 +1,347 @@
+// gw-coll-perf: one rank's measurement loop. Every size: an optional checked run (#wrong summed
+// over ranks), -w warm-up runs, then -n timed runs; rank 0 prints the slowest rank's time.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "coll_perf.h"
+#include "gw_config.h"
+#include "gw_group.h"
+#include "gw_store.h"
+#include "reduce_kernels.h"
+
+namespace gw::collperf {
+namespace {
+
+struct Free {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using Buf = std::unique_ptr<uint8_t, Free>;
+
+Buf alloc(size_t bytes) {
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+  if (p) std::memset(p, 0, bytes);
+  return Buf(p);
+}
+
+bool is_int(DataType dt) {
+  return dt == DataType::kInt32 || dt == DataType::kInt64 || dt == DataType::kUInt8;
+}
+
+// Inputs exact in every dtype, so sums/products/min/max have one right answer.
+double value(const Options& o, int rank, size_t i) {
+  const size_t h = (i * 7 + static_cast<size_t>(rank) * 3) % 17;
+  if (o.op == ReduceOp::kProd) return o.dtype == DataType::kUInt8 ? 1 : (h % 3 == 0 ? -1 : 1);
+  if (o.dtype == DataType::kUInt8) return static_cast<double>(h);
+  return is_int(o.dtype) ? static_cast<double>(h) - 8 : (static_cast<double>(h) - 8) / 4;
+}
+
+void store_value(DataType dt, double x, uint8_t* p) {
+  switch (dt) {
+    case DataType::kFloat32: {
+      float v = static_cast<float>(x);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(p, &x, 8);
+      break;
+    case DataType::kFloat16: {
+      uint16_t v = coll::float_to_half(static_cast<float>(x));
+      std::memcpy(p, &v, 2);
+      break;
+    }
+    case DataType::kBFloat16: {
+      uint16_t v = coll::float_to_bf16(static_cast<float>(x));
+      std::memcpy(p, &v, 2);
+      break;
+    }
+    case DataType::kInt32: {
+      int32_t v = static_cast<int32_t>(x);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case DataType::kInt64: {
+      int64_t v = static_cast<int64_t>(x);
+      std::memcpy(p, &v, 8);
+      break;
+    }
+    case DataType::kUInt8:
+      *p = static_cast<uint8_t>(x);
+      break;
+  }
+}
+
+double load_value(DataType dt, const uint8_t* p) {
+  switch (dt) {
+    case DataType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DataType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DataType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return coll::half_to_float(v);
+    }
+    case DataType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return coll::bf16_to_float(v);
+    }
+    case DataType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DataType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DataType::kUInt8:
+      return *p;
+  }
+  return 0;
+}
+
+double reduced(const Options& o, int n, size_t i) {
+  double acc = value(o, 0, i);
+  for (int r = 1; r < n; ++r) {
+    const double x = value(o, r, i);
+    switch (o.op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += x;
+        break;
+      case ReduceOp::kProd:
+        acc *= x;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, x);
+        break;
+    }
+  }
+  if (o.dtype == DataType::kUInt8) acc = std::fmod(acc, 256.0);
+  if (o.op == ReduceOp::kAvg) acc = is_int(o.dtype) ? std::trunc(acc / n) : acc / n;
+  return acc;
+}
+
+struct Size {
+  size_t bytes = 0, count = 0;  // count: elements of the whole buffer (nccl-tests' "count")
+};
+
+class Bench {
+ public:
+  Bench(const Options& o, Communicator& c) : o_(o), c_(c), n_(c.size()), r_(c.rank()) {}
+
+  Status run() {
+    const size_t es = dtype_size(o_.dtype);
+    send_ = alloc(o_.max_bytes + es);
+    recv_ = alloc(o_.max_bytes + es);
+    if (!send_ || !recv_) return Status(Code::kResourceExhausted, "cannot allocate 2 x -e bytes");
+    if (r_ == 0) header();
+    for (uint64_t s = o_.min_bytes; s <= o_.max_bytes;
+         s = o_.step_bytes
+                 ? s + o_.step_bytes
+                 : std::max<uint64_t>(s + 1, static_cast<uint64_t>(std::ceil(s * o_.factor)))) {
+      const size_t unit = es * (o_.coll == Coll::kReduceScatter || o_.coll == Coll::kAllgather
+                                    ? static_cast<size_t>(n_)
+                                    : 1);
+      Size sz;
+      sz.count = s / unit * (unit / es);
+      sz.bytes = sz.count * es;
+      if (sz.bytes == 0 && s != 0) continue;
+      GW_RETURN_IF_ERROR(one_size(sz));
+    }
+    return Status();
+  }
+
+ private:
+  size_t block(const Size& s) const { return s.count / static_cast<size_t>(n_); }
+  uint8_t* in_ptr(const Size& s) {
+    if (!o_.in_place) return send_.get();
+    if (o_.coll == Coll::kAllgather)
+      return recv_.get() + static_cast<size_t>(r_) * block(s) * dtype_size(o_.dtype);
+    return recv_.get();
+  }
+
+  Status start_wait(const Size& s) {
+    CallOptions call{.algo = o_.algo, .timeout = Millis(o_.timeout_ms)};
+    switch (o_.coll) {
+      case Coll::kAllreduce:
+        return c_.allreduce(in_ptr(s), recv_.get(), s.count, o_.dtype, o_.op, call);
+      case Coll::kReduceScatter:
+        return c_.reduce_scatter(in_ptr(s), recv_.get(), block(s), o_.dtype, o_.op, call);
+      case Coll::kAllgather:
+        return c_.allgather(in_ptr(s), recv_.get(), block(s), o_.dtype, call);
+      case Coll::kBroadcast:
+        return c_.broadcast(recv_.get(), s.count, o_.dtype, o_.root, call);
+    }
+    return Status();
+  }
+
+  // Fill, run once, count wrong elements on this rank.
+  Result<int64_t> check(const Size& s) {
+    const size_t es = dtype_size(o_.dtype);
+    const size_t in_count = o_.coll == Coll::kAllgather ? block(s) : s.count;
+    uint8_t* in = o_.coll == Coll::kBroadcast ? recv_.get() : in_ptr(s);
+    for (size_t i = 0; i < in_count; ++i) store_value(o_.dtype, value(o_, r_, i), in + i * es);
+    GW_RETURN_IF_ERROR(start_wait(s));
+    int64_t wrong = 0;
+    const size_t out_count = o_.coll == Coll::kReduceScatter ? block(s) : s.count;
+    for (size_t i = 0; i < out_count; ++i) {
+      double want;
+      switch (o_.coll) {
+        case Coll::kAllreduce:
+          want = reduced(o_, n_, i);
+          break;
+        case Coll::kReduceScatter:
+          want = reduced(o_, n_, static_cast<size_t>(r_) * block(s) + i);
+          break;
+        case Coll::kAllgather:
+          want = value(o_, static_cast<int>(i / block(s)), i % block(s));
+          break;
+        default:
+          want = value(o_, o_.root, i);
+          break;
+      }
+      const double got = load_value(o_.dtype, recv_.get() + i * es);
+      const double tol = o_.op == ReduceOp::kAvg && !is_int(o_.dtype) ? std::fabs(want) * 1e-2 : 0;
+      if (!(std::fabs(got - want) <= tol)) ++wrong;
+    }
+    return wrong;
+  }
+
+  Status one_size(const Size& s) {
+    int64_t wrong = 0;
+    if (o_.check) {
+      GW_ASSIGN_OR_RETURN(wrong, check(s));
+      GW_RETURN_IF_ERROR(c_.allreduce(&wrong, &wrong, 1, DataType::kInt64, ReduceOp::kSum));
+    }
+    for (int i = 0; i < o_.warmup; ++i) GW_RETURN_IF_ERROR(start_wait(s));
+    GW_RETURN_IF_ERROR(c_.barrier());
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o_.iters; ++i) GW_RETURN_IF_ERROR(start_wait(s));
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
+    GW_RETURN_IF_ERROR(c_.allreduce(&us, &us, 1, DataType::kFloat64, ReduceOp::kMax));
+    if (r_ == 0) row(s, us, o_.check ? wrong : -1);
+    return Status();
+  }
+
+  double bus_factor() const {
+    const double n = n_;
+    switch (o_.coll) {
+      case Coll::kAllreduce:
+        return 2 * (n - 1) / n;
+      case Coll::kReduceScatter:
+      case Coll::kAllgather:
+        return (n - 1) / n;
+      case Coll::kBroadcast:
+        return 1;
+    }
+    return 1;
+  }
+
+  const char* algo_of(const Size& s) const {
+    if (o_.coll != Coll::kAllreduce) return o_.coll == Coll::kBroadcast ? "chain" : "ring";
+    Algo a = o_.algo == Algo::kAuto ? c_.choose_algo(s.bytes) : o_.algo;
+    return n_ == 1 ? "local" : algo_name(a);
+  }
+
+  void header() {
+    if (o_.json) return;
+    std::printf("# gw-coll-perf: %s, %d rank(s), %s, op %s, algo %s, kernels %s\n",
+                coll_name(o_.coll), n_, dtype_name(o_.dtype), op_name(o_.op), algo_name(o_.algo),
+                coll::reduce_target_name());
+    std::printf("#%11s %12s %9s %6s %10s %8s %8s %7s %6s\n", "size", "count", "type", "redop",
+                "time", "algbw", "busbw", "#wrong", "algo");
+    std::printf("#%11s %12s %9s %6s %10s %8s %8s %7s %6s\n", "(B)", "(elements)", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", "");
+  }
+
+  void row(const Size& s, double us, int64_t wrong) {
+    const double algbw = us > 0 ? static_cast<double>(s.bytes) / us / 1e3 : 0;
+    const double busbw = algbw * bus_factor();
+    const char* redop =
+        o_.coll == Coll::kAllreduce || o_.coll == Coll::kReduceScatter ? op_name(o_.op) : "none";
+    if (o_.json) {
+      std::printf(
+          "{\"coll\":\"%s\",\"ranks\":%d,\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
+          "\"redop\":\"%s\",\"algo\":\"%s\",\"time_us\":%.2f,\"algbw_gbps\":%.4f,"
+          "\"busbw_gbps\":%.4f,\"wrong\":%lld}\n",
+          coll_name(o_.coll), n_, s.bytes, s.count, dtype_name(o_.dtype), redop, algo_of(s), us,
+          algbw, busbw, static_cast<long long>(wrong));
+    } else {
+      std::printf(" %11zu %12zu %9s %6s %10.2f %8.3f %8.3f %7s %6s\n", s.bytes, s.count,
+                  dtype_name(o_.dtype), redop, us, algbw, busbw,
+                  wrong < 0 ? "N/A" : std::to_string(wrong).c_str(), algo_of(s));
+    }
+    std::fflush(stdout);
+  }
+
+  const Options& o_;
+  Communicator& c_;
+  int n_, r_;
+  Buf send_, recv_;
+};
+
+int fail(int rank, const Status& st) {
+  std::fprintf(stderr, "gw-coll-perf: rank %d: %s\n", rank, st.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int run_rank(const Options& opt) {
+  const Nanos timeout = Millis(opt.timeout_ms);
+  std::shared_ptr<Store> store;
+  int rank = 0, world = 1;
+  auto launch = discover_launch();
+  if (launch.ok()) {
+    rank = launch->rank;
+    world = launch->world_size;
+    auto s = store_for_launch(*launch, timeout);
+    if (!s.ok()) return fail(rank, s.status());
+    store = *s;
+  } else if (launch.status().code() == Code::kUnavailable) {
+    store = make_in_process_store();  // no launcher: one rank
+  } else {
+    return fail(rank, launch.status());
+  }
+  std::string spec = opt.transport;
+  if (spec.empty()) {
+    auto cfg = Config::global();
+    if (!cfg.ok()) return fail(rank, cfg.status());
+    spec = cfg->get_string("transport.default").value();
+  }
+  auto t = Transport::open(spec);
+  if (!t.ok()) return fail(rank, t.status());
+  auto g = Group::create(store, std::move(*t), rank, world, timeout, "gw-coll-perf");
+  if (!g.ok()) return fail(rank, g.status());
+  CommOptions co;
+  co.chunk_bytes = opt.chunk_bytes;
+  co.rd_max_bytes = opt.rd_max_bytes;
+  co.timeout = timeout;
+  auto c = Communicator::create(**g, co);
+  if (!c.ok()) return fail(rank, c.status());
+  Bench bench(opt, **c);
+  Status st = bench.run();
+  if (!st.ok()) return fail(rank, st);
+  // Leave together: a rank that exits early is not mistaken for a failure by a slower one.
+  st = (*c)->barrier();
+  return st.ok() ? 0 : fail(rank, st);
+}
+
+}  // namespace gw::collperf
