@@ -1,0 +1,144 @@
+/// @file conformance.h
+/// Shared parts of the transport conformance suite: the table of transports under test, the
+/// byte pattern every message carries, ranks-as-threads over an in-process store, and an
+/// exchange engine that posts bursts (taking what the endpoint accepts), polls and checks.
+/// Thread-safety: an Exchange belongs to one rank thread; everything else is stateless.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "gw_group.h"
+#include "gw_store.h"
+#include "gw_transport.h"
+
+namespace gw::conformance {
+
+/// One row of the table: a transport spec as Transport::open takes it.
+struct TransportCase {
+  const char* name;    ///< used in test names: letters, digits, '_'
+  const char* driver;  ///< row runs only when Transport::drivers() lists it
+  const char* spec;
+};
+
+/// Every transport the suite knows, built or not. DPDK and RDMA rows are added here.
+const std::vector<TransportCase>& all_cases();
+/// Rows whose driver is built into this library (optionally only those of `driver`).
+std::vector<TransportCase> built_cases(std::string_view driver = {});
+
+std::ostream& operator<<(std::ostream& os, const TransportCase& c);
+
+/// Deadline for any one step of a test (group creation, one exchange).
+inline constexpr Nanos kStepTimeout = std::chrono::seconds(30);
+
+/// Opens the transport or returns why not; Unavailable means "this machine has no such device".
+Result<std::unique_ptr<Transport>> open_case(const TransportCase& c);
+
+/// Seed of the message `seq` with `tag` from rank `src` to rank `dst`.
+uint64_t msg_seed(int src, int dst, uint64_t tag, uint64_t seq);
+/// Writes the pattern of `seed` (independent of the transport: splitmix64 per 8-byte word).
+void fill_pattern(uint8_t* p, size_t n, uint64_t seed);
+/// "" if p[0..n) holds the pattern of `seed`, else where and what the first difference is.
+std::string check_pattern(const uint8_t* p, size_t n, uint64_t seed);
+
+/// Runs body(group) on `ranks` threads; each opens its own Transport from `c.spec` and joins a
+/// Group over one in-process store. gtest assertions inside body are thread-safe; a fatal one
+/// ends only that rank, whose peers then see it leave.
+void run_ranks(const TransportCase& c, int ranks, const std::function<void(Group&)>& body);
+
+/// Forms a group of `ranks` (threads only while connecting) and returns every rank's Group,
+/// for tests that drive several ranks from one thread. Empty (with a failure) on error.
+std::vector<std::unique_ptr<Group>> make_groups(const TransportCase& c, int ranks);
+
+/// One posted request and what became of it.
+struct Req {
+  bool is_send = false;
+  bool any_source = false;
+  int peer = -1;                 ///< -1 for any-source receives
+  uint64_t tag = 0;
+  size_t len = 0;                ///< send length, or receive capacity
+  std::vector<uint8_t> buf;      ///< receives: capacity + guard bytes
+  MemoryRegion mr;
+  bool done = false;
+  Completion c;
+  // What a receive expects (checked by Exchange::verify).
+  bool check = false;
+  int exp_src = -1;
+  uint64_t exp_tag = 0, exp_seq = 0;
+  size_t exp_len = 0;
+  Code exp_code = Code::kOk;
+};
+
+/// Bytes after a receive's capacity that must never be written.
+inline constexpr size_t kGuard = 64;
+inline constexpr uint8_t kGuardByte = 0xA5;
+
+/// Builds a set of sends and receives for one rank, posts them all (bursts; when an endpoint
+/// takes fewer, it polls and posts the rest), waits until every request completed, verifies.
+class Exchange {
+ public:
+  explicit Exchange(Group& g) : g_(g) {}
+  /// Send `len` bytes of the pattern msg_seed(rank, peer, tag, seq). @return index.
+  size_t send(int peer, uint64_t tag, size_t len, uint64_t seq);
+  /// Receive into `cap` bytes from `peer`, expecting message `seq` of `len` bytes from it.
+  size_t recv(int peer, uint64_t tag, size_t cap, uint64_t exp_seq, size_t exp_len,
+              Code exp_code = Code::kOk);
+  /// Any-source receive; the test checks the outcome itself.
+  size_t recv_any(uint64_t tag, size_t cap);
+  /// Post what the endpoints take now, without waiting. @return the first post error.
+  Status post() {
+    bool any = false;
+    return post_pending(any);
+  }
+  /// Post everything and wait for every completion before `timeout`.
+  /// @return the first post error or a Timeout listing what is still pending.
+  Status run(Nanos timeout = kStepTimeout);
+  /// Check every receive marked with expectations (code, length, tag, peer, bytes, guard).
+  void verify() const;
+  /// Check one receive against the message `seq` of `len` bytes from `src` with `tag`.
+  static void verify_recv(const Req& r, int src, int dst, uint64_t tag, uint64_t seq,
+                          size_t len);
+
+  std::vector<Req>& reqs() { return reqs_; }
+  /// Op::kEndpointError completions seen.
+  const std::vector<Completion>& endpoint_errors() const { return ep_errors_; }
+
+ private:
+  Req& add(bool is_send, int peer, uint64_t tag, size_t len);
+  Status post_pending(bool& posted_any);
+
+  Group& g_;
+  std::vector<Req> reqs_;
+  std::vector<Completion> ep_errors_;
+};
+
+/// Fixture over the table.
+class TransportTest : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override;
+  const TransportCase& tc() const { return GetParam(); }
+};
+
+/// Fixture over the table × rank counts.
+class RanksTest : public ::testing::TestWithParam<std::tuple<TransportCase, int>> {
+ protected:
+  void SetUp() override;
+  const TransportCase& tc() const { return std::get<0>(GetParam()); }
+  int ranks() const { return std::get<1>(GetParam()); }
+};
+
+/// Test-name generators for INSTANTIATE_TEST_SUITE_P.
+std::string case_name(const ::testing::TestParamInfo<TransportCase>& info);
+std::string ranks_name(const ::testing::TestParamInfo<std::tuple<TransportCase, int>>& info);
+
+/// Skips (with the reason) if the row's device is not on this machine; fails on other errors.
+void skip_unless_available(const TransportCase& c);
+
+}  // namespace gw::conformance
