@@ -41,15 +41,16 @@ void end_row(uint64_t errors, uint64_t size) {
 }
 }  // namespace
 
-double peak_rate(std::span<const uint64_t> t, size_t window, uint64_t size) {
+double peak_rate(std::span<const uint64_t> t, size_t min_msgs, uint64_t size) {
+  constexpr uint64_t kMinWindowBytes = uint64_t{16} << 20;
+  size_t window = std::max<size_t>(min_msgs, (kMinWindowBytes + size - 1) / std::max<uint64_t>(size, 1));
   // Batches: (time, messages completed up to and including it).
   std::vector<std::pair<uint64_t, size_t>> b;
   for (size_t i = 0; i < t.size(); ++i) {
     if (b.empty() || t[i] != b.back().first) b.emplace_back(t[i], 0);
     b.back().second = i + 1;
   }
-  if (b.size() < 2) return 0;
-  window = std::max<size_t>(1, std::min(window, t.size() - b.front().second));
+  if (b.size() < 2 || t.size() - b.front().second < window) return 0;
   double best = 0;
   size_t j = 1;
   for (size_t i = 0; i + 1 < b.size(); ++i) {
@@ -99,7 +100,7 @@ void print_header(const Options& o, const TransportProperties& props, uint32_t d
   if (o.duration_s > 0) {
     std::printf(" Duration        : %.3g s per size\n", o.duration_s);
   }
-  if (bw) std::printf(" Units           : MB = 2^20 bytes; peak over tx-depth messages\n");
+  if (bw) std::printf(" Units           : MB = 2^20 bytes; peak over >= tx-depth messages and 16 MiB\n");
   else std::printf(" Latency         : half round trip\n");
   std::printf("%s\n", kRule);
   if (bw) {

@@ -29,10 +29,11 @@ struct LatResult {
   uint64_t errors = 0;
 };
 
-/// Best receive rate in bytes/s over any run of at least `window` messages, from completion
-/// timestamps taken once per poll batch (a batch's messages arrived since the previous one).
-/// 0 if there are fewer than two batches.
-double peak_rate(std::span<const uint64_t> times_ns, size_t window, uint64_t size);
+/// Best receive rate in bytes/s over any run of at least `min_msgs` messages and 16 MiB (a
+/// shorter run measures how fast a full socket buffer is copied out, not the link), from
+/// completion timestamps taken once per poll batch (a batch's messages arrived since the
+/// previous one). 0 if the phase is shorter than one such run.
+double peak_rate(std::span<const uint64_t> times_ns, size_t min_msgs, uint64_t size);
 
 /// Statistics of round trips `rtt_ns` (sorted in place), reported as half round trips.
 LatResult lat_stats(std::span<uint64_t> rtt_ns, uint64_t size);

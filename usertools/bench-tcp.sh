@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# gw-perf over TCP loopback beside iperf3 (bandwidth) and sockperf (ping-pong latency), back to
+# back in one run, same placement for every tool: server on CPU 0, client on CPU 1.
+# Prints a Markdown report on stdout; raw tool output goes to $GW_BENCH_LOG (default
+# bench-tcp.log). Usage: usertools/bench-tcp.sh [seconds per point, default 5]
+#   GW_BUILD_DIR (default build) must hold a built apps/gw-perf/gw-perf.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}
+perf=${GW_BUILD_DIR:-build}/apps/gw-perf/gw-perf
+log=${GW_BENCH_LOG:-bench-tcp.log}
+sizes=(64 4096 65536 1048576 8388608)
+port=$((20000 + RANDOM % 20000))
+for tool in "$perf" iperf3 sockperf taskset awk; do
+  command -v "$tool" >/dev/null || { echo "bench-tcp: $tool not found (apt-get install iperf3 sockperf; build gradwire first)" >&2; exit 1; }
+done
+if [ "$(nproc)" -ge 2 ]; then srv="taskset -c 0"; cli="taskset -c 1"; else srv=""; cli=""; fi
+export GW_LOG_LEVEL=${GW_LOG_LEVEL:-error}
+: >"$log"
+
+next_port() { port=$((port + 1)); }
+# run NAME CMD...: command output appended to the log, echoed to stdout for parsing.
+run() { { echo "### $*"; } >>"$log"; "$@" 2>&1 | tee -a "$log"; }
+
+# Each measurement sets R (not $(...): the port counter must advance in this shell).
+# gw-perf as two processes (the same placement as the other tools); R = its JSON line.
+gwperf() {  # gwperf SPEC ARGS...
+  local spec=$1; shift
+  next_port
+  $srv "$perf" -t "$spec" -p "$port" "$@" >>"$log" 2>&1 &
+  local spid=$!
+  R=$(run $cli "$perf" -t "$spec" -p "$port" --json "$@" 127.0.0.1 | grep '^{')
+  wait "$spid"
+}
+json() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" | head -1; }
+
+iperf_gbps() {  # iperf_gbps SIZE -> Gbit/s received (iperf3 takes at most 1 MiB per write)
+  local len=$(( $1 > 1048576 ? 1048576 : $1 ))
+  next_port
+  $srv iperf3 -s -1 -p "$port" >>"$log" 2>&1 &
+  local spid=$!
+  sleep 0.3
+  R=$(run $cli iperf3 -c 127.0.0.1 -p "$port" -l "$len" -t "$secs" -f g |
+    awk '/receiver/ { for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i-1) }')
+  wait "$spid"
+}
+
+sockperf_lat() {  # sockperf_lat SIZE [--nonblocked] -> "median avg p99" one-way usec
+  local size=$1; shift
+  next_port
+  $srv sockperf sr --tcp -i 127.0.0.1 -p "$port" "$@" >>"$log" 2>&1 &
+  local spid=$!
+  sleep 0.5
+  R=$(run $cli sockperf pp --tcp -i 127.0.0.1 -p "$port" -m "$size" -t "$secs" "$@" |
+    sed 's/\x1b\[[0-9;]*m//g' | awk '
+      /avg-latency=/ { sub(/.*avg-latency=/, ""); sub(/ .*/, ""); avg = $0 }
+      /percentile 50.000/ { med = $NF }
+      /percentile 99.000/ { p99 = $NF }
+      END { print med, avg, p99 }')
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo "# gradwire TCP loopback: gw-perf vs iperf3 / sockperf"
+echo
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(uname -srm); $(nproc) CPU(s): $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+echo "- load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (figures are only comparable on a quiet machine)"
+echo "- $secs s per point; server pinned with \`${srv:-no pinning}\`, client with \`${cli:-no pinning}\`; gw-perf from $perf"
+echo
+echo "## Bandwidth (Gbit/s, 10^9 bit/s; blocking waits; gw-perf unidirectional, tx-depth 128)"
+echo
+echo "| size | iperf3 (1 stream) | gw-perf tcp streams=1 | ratio | gw-perf tcp streams=4 | ratio |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for s in "${sizes[@]}"; do
+  iperf_gbps "$s"; ip=$R
+  gwperf tcp:iface=lo,streams=1 -s "$s" -D "$secs"; g1=$(json bw_avg_Gbps <<<"$R")
+  gwperf tcp:iface=lo,streams=4 -s "$s" -D "$secs"; g4=$(json bw_avg_Gbps <<<"$R")
+  note=""; [ "$s" -gt 1048576 ] && note=" (iperf3 -l 1M)"
+  echo "| $s | ${ip:-fail}$note | ${g1:-fail} | $(ratio "$g1" "$ip") | ${g4:-fail} | $(ratio "$g4" "$ip") |"
+done
+echo
+echo "## Ping-pong latency (one way = half round trip, usec; median / average / 99%)"
+echo
+echo "sockperf takes at most 65507-byte messages: its 64 KiB point uses 65507 B, and it has none"
+echo "for 1 MiB and 8 MiB."
+echo
+echo "| size | mode | sockperf med/avg/p99 | gw-perf med/avg/p99 | ratio (median) |"
+echo "|---:|---|---:|---:|---:|"
+for s in "${sizes[@]}"; do
+  for mode in blocking busy; do
+    if [ "$mode" = busy ]; then sp_flag=--nonblocked; gw_flag=--busy; else sp_flag=; gw_flag=; fi
+    sp="n/a n/a n/a"
+    if [ "$s" -le 65536 ]; then
+      sockperf_lat "$(( s > 65507 ? 65507 : s ))" $sp_flag; sp=$R
+    fi
+    gwperf tcp:iface=lo --test lat -s "$s" -D "$secs" $gw_flag
+    gmed=$(json t_typical_us <<<"$R")
+    gavg=$(json t_avg_us <<<"$R")
+    gp99=$(json p99_us <<<"$R")
+    read -r smed savg sp99 <<<"$sp"
+    echo "| $s | $mode | $smed / $savg / $sp99 | ${gmed:-fail} / ${gavg:-fail} / ${gp99:-fail} | $(ratio "$gmed" "$smed") |"
+  done
+done
+echo
+echo "Raw output of every command: $log"
