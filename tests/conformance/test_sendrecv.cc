@@ -86,6 +86,26 @@ TEST_P(SendRecv, HundredsOutstanding) {
   });
 }
 
+// More than an endpoint's queues hold: the first post takes fewer than asked, the rest go in
+// as completions free room, and nothing is lost or reordered.
+TEST_P(SendRecv, MoreThanTheQueuesHold) {
+  run_ranks(tc(), 2, [&](Group& g) {
+    const size_t cap = g.transport().properties().max_outstanding;
+    ASSERT_GT(cap, 0u);
+    const size_t count = std::min<size_t>(2 * cap + 7, 20000);
+    Exchange x(g);
+    int peer = 1 - g.rank();
+    for (size_t i = 0; i < count; ++i) x.recv(peer, 1, i % 301, i, i % 301);
+    for (size_t i = 0; i < count; ++i) x.send(peer, 1, i % 301, i);
+    Status s = x.post();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    size_t taken = 0;
+    for (const Req& r : x.reqs()) taken += r.c.wr_id != 0;
+    EXPECT_LT(taken, 2 * count) << "queues of " << cap << " took all " << 2 * count << " requests";
+    run_and_verify(x);
+  });
+}
+
 // Same tag, mixed sizes (some striped across streams): message i lands in receive i.
 TEST_P(SendRecv, SameTagKeepsSendOrder) {
   constexpr int kCount = 300;
