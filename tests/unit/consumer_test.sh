@@ -3,6 +3,7 @@
 # as another project would.
 set -euo pipefail
 build=$1
+extra=${2:-}
 dest=$(mktemp -d /tmp/gw-install-XXXXXX)
 trap 'rm -rf "$dest"' EXIT
 meson install -C "$build" --destdir "$dest" --quiet --no-rebuild >/dev/null
@@ -23,5 +24,5 @@ int main() {
   return 0;
 }
 CC
-c++ -std=c++20 "$dest/consumer.cc" -o "$dest/consumer" $(pkg-config --cflags --libs gradwire)
+c++ -std=c++20 $extra "$dest/consumer.cc" -o "$dest/consumer" $(pkg-config --cflags --libs gradwire)
 LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name 'libgradwire.so' | head -1)") "$dest/consumer"
