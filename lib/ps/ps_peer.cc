@@ -1,0 +1,253 @@
+// PsPeer: control messages, posting with back-pressure, finish handshake and failures shared
+// by workers and servers; option checks; consistency names.
+#include <algorithm>
+
+#include "gw_config.h"
+#include "log.h"
+#include "ps_impl.h"
+
+namespace gw {
+namespace {
+
+GW_CONFIG_KEYS(ps,
+               {"ps.timeout_ms", ConfigType::kInt, "60000",
+                "parameter server: setup and finish timeout, and how long a full send queue "
+                "may block a push or pull"},
+               {"ps.min_part_bytes", ConfigType::kInt, "65536",
+                "parameter server: keys are cut across servers only into pieces of at least "
+                "this size"});
+
+}  // namespace
+
+const char* consistency_name(Consistency c) {
+  switch (c) {
+    case Consistency::kBsp:
+      return "bsp";
+    case Consistency::kAsp:
+      return "asp";
+    case Consistency::kSsp:
+      return "ssp";
+  }
+  return "unknown";
+}
+
+std::optional<Consistency> parse_consistency(std::string_view name) {
+  for (auto c : {Consistency::kBsp, Consistency::kAsp, Consistency::kSsp})
+    if (name == consistency_name(c)) return c;
+  return std::nullopt;
+}
+
+namespace ps {
+
+Result<Settings> settle(const Group& g, const PsOptions& opts) {
+  Settings s{opts, 0};
+  if (opts.servers < 1 || opts.servers >= g.size()) {
+    return Status(Code::kInvalidArgument,
+                  "ps: " + std::to_string(opts.servers) + " servers in a group of " +
+                      std::to_string(g.size()) + " ranks; need 1 <= servers < ranks (at least "
+                      "one worker)");
+  }
+  if (opts.staleness < 0) {
+    return Status(Code::kInvalidArgument,
+                  "ps: staleness " + std::to_string(opts.staleness) + " must be >= 0");
+  }
+  GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
+  if (s.o.timeout.count() <= 0) {
+    GW_ASSIGN_OR_RETURN(int64_t ms, cfg.get_int("ps.timeout_ms"));
+    s.o.timeout = Millis(std::max<int64_t>(1, ms));
+  }
+  if (s.o.min_part_bytes <= 0) {
+    GW_ASSIGN_OR_RETURN(s.o.min_part_bytes, cfg.get_int("ps.min_part_bytes"));
+  }
+  s.min_part = static_cast<uint64_t>(std::max<int64_t>(4, s.o.min_part_bytes)) / sizeof(float);
+  return s;
+}
+
+Status RegMem::alloc(Transport& t, size_t bytes, const char* what) {
+  size_t cap = (std::max<size_t>(bytes, 64) + 4095) / 4096 * 4096;
+  mr_ = MemoryRegion();
+  mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
+  if (!mem_) {
+    return Status(Code::kResourceExhausted, "ps: cannot allocate " + std::to_string(cap) +
+                                                " bytes for " + what);
+  }
+  std::memset(mem_.get(), 0, cap);
+  auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
+  if (!mr.ok()) return mr.status().with_context(std::string("ps: registering ") + what);
+  mr_ = std::move(*mr);
+  return Status();
+}
+
+PsPeer::PsPeer(Group& g, Settings s, PsLayout layout, const char* role)
+    : g_(g), t_(g.transport()), s_(std::move(s)), layout_(std::move(layout)),
+      log_(log::get("gw.ps")), me_(std::string("ps ") + role + " rank " + std::to_string(g.rank())),
+      bye_(static_cast<size_t>(g.size()), 0), bye_pushes_(static_cast<size_t>(g.size()), 0) {}
+
+std::string PsPeer::who(int rank) const {
+  return std::string(is_server(rank) ? "server" : "worker") + " rank " + std::to_string(rank);
+}
+
+std::string PsPeer::key_desc(uint32_t part) const {
+  const PsPart& p = layout_.parts()[part];
+  return "key " + std::to_string(layout_.keys()[p.key_index].key) + " elements [" +
+         std::to_string(p.offset) + ", " + std::to_string(p.offset + p.count) + ")";
+}
+
+Status PsPeer::init_peer() {
+  GW_RETURN_IF_ERROR(ctrl_rx_.alloc(t_, kCtrlRecvs * sizeof(CtrlMsg), "control receives"));
+  GW_RETURN_IF_ERROR(ctrl_tx_.alloc(t_, kCtrlSends * sizeof(CtrlMsg), "control sends"));
+  for (uint32_t i = kCtrlSends; i-- > 0;) free_tx_.push_back(i);
+  for (uint32_t i = 0; i < kCtrlRecvs; ++i) GW_RETURN_IF_ERROR(repost_ctrl(i));
+  return Status();
+}
+
+Status PsPeer::repost_ctrl(uint64_t idx) {
+  return recv_any({ctrl_rx_.data() + idx * sizeof(CtrlMsg), sizeof(CtrlMsg), tag(TagKind::kCtrl),
+                   wr(WrKind::kCtrlRecv, idx), ctrl_rx_.mr()});
+}
+
+Result<size_t> PsPeer::next(std::span<Completion> out, Nanos timeout) {
+  if (!backlog_.empty()) {
+    size_t n = 0;
+    while (n < out.size() && !backlog_.empty()) {
+      out[n++] = backlog_.front();
+      backlog_.pop_front();
+    }
+    return n;
+  }
+  auto got = t_.cq().wait(out, timeout);
+  if (!got.ok() && got.status().code() == Code::kTimeout) return size_t{0};
+  return got;
+}
+
+Status PsPeer::post_retry(const std::function<Result<size_t>()>& post, const char* what,
+                          int peer) {
+  Deadline dl(s_.o.timeout);
+  for (;;) {
+    GW_ASSIGN_OR_RETURN(size_t n, post());
+    if (n == 1) return Status();
+    // Queue full: make progress; what completes is handled later from the backlog.
+    Completion c[32];
+    auto got = t_.cq().wait(c, std::min<Nanos>(dl.remaining(), Millis(10)));
+    if (got.ok()) backlog_.insert(backlog_.end(), c, c + *got);
+    if (dl.expired()) {
+      return Status(Code::kTimeout, me_ + ": the " + what + " queue to " +
+                                        (peer >= 0 ? who(peer) : std::string("any peer")) +
+                                        " stayed full for " +
+                                        std::to_string(s_.o.timeout.count() / 1000000) + " ms");
+    }
+  }
+}
+
+Status PsPeer::send(int peer, const SendRequest& r) {
+  Endpoint& ep = g_.endpoint(peer);
+  return post_retry([&] { return ep.post_send({&r, 1}); }, "send", peer);
+}
+
+Status PsPeer::recv(int peer, const RecvRequest& r) {
+  Endpoint& ep = g_.endpoint(peer);
+  return post_retry([&] { return ep.post_recv({&r, 1}); }, "receive", peer);
+}
+
+Status PsPeer::recv_any(const RecvRequest& r) {
+  return post_retry([&] { return t_.post_recv_any({&r, 1}); }, "any-source receive", -1);
+}
+
+Status PsPeer::send_ctrl(int peer, const CtrlMsg& m) {
+  if (free_tx_.empty()) {
+    return Status(Code::kResourceExhausted,
+                  me_ + ": " + std::to_string(kCtrlSends) + " control messages in flight");
+  }
+  uint32_t i = free_tx_.back();
+  free_tx_.pop_back();
+  auto* buf = ctrl_tx_.data() + size_t{i} * sizeof(CtrlMsg);
+  std::memcpy(buf, &m, sizeof m);
+  Status st = send(peer, {buf, sizeof m, tag(TagKind::kCtrl), wr(WrKind::kCtrlSend, i),
+                          ctrl_tx_.mr()});
+  if (!st.ok()) free_tx_.push_back(i);
+  return st;
+}
+
+Status PsPeer::send_error(int peer, Code code, std::string_view text, uint32_t slot,
+                          uint32_t gen, uint32_t part) {
+  CtrlMsg m;
+  m.type = static_cast<uint8_t>(MsgType::kError);
+  m.code = static_cast<uint8_t>(code);
+  m.slot = slot;
+  m.gen = gen;
+  m.part = part;
+  m.set_text(text);
+  return send_ctrl(peer, m);
+}
+
+bool PsPeer::handle_common(const Completion& c) {
+  if (c.op == Op::kEndpointError) {
+    on_endpoint_error(c);
+    return true;
+  }
+  WrKind k = wr_kind(c.wr_id);
+  if (k == WrKind::kCtrlSend) {
+    free_tx_.push_back(static_cast<uint32_t>(wr_index(c.wr_id)));
+    return true;  // a failed send also fails the endpoint: reported there
+  }
+  if (k != WrKind::kCtrlRecv) return false;
+  if (c.code != Code::kOk) {
+    if (c.code == Code::kInvalidArgument) {  // too long: not one of ours
+      log_->warn("{}: dropped a {}-byte control message from {}", me_, c.len, who(c.peer_id));
+      (void)repost_ctrl(wr_index(c.wr_id));
+    }
+    return true;
+  }
+  const auto* m = reinterpret_cast<const CtrlMsg*>(ctrl_rx_.data() +
+                                                   wr_index(c.wr_id) * sizeof(CtrlMsg));
+  if (c.len != sizeof(CtrlMsg) || m->magic != kMagic) {
+    log_->warn("{}: dropped a malformed control message ({} bytes) from {}", me_, c.len,
+               who(c.peer_id));
+  } else {
+    if (m->type == static_cast<uint8_t>(MsgType::kBye)) {
+      bye_[c.peer_id] = 1;
+      bye_pushes_[c.peer_id] = m->bytes;
+    }
+    on_ctrl(static_cast<int>(c.peer_id), *m, c.len);
+  }
+  Status st = repost_ctrl(wr_index(c.wr_id));
+  if (!st.ok()) fail(st);
+  return true;
+}
+
+void PsPeer::on_endpoint_error(const Completion& c) {
+  if (bye_[c.peer_id]) return;  // it finished; closing its connection is no failure
+  Status ep = c.ep ? c.ep->status() : Status(c.code, "endpoint failed");
+  fail(Status(Code::kRemoteError, me_ + ": " + who(static_cast<int>(c.peer_id)) +
+                                      " failed before finishing: " + ep.to_string()));
+}
+
+void PsPeer::fail(Status st) {
+  if (!error_.ok() || st.ok()) return;
+  log_->warn("{}", st.to_string());
+  error_ = std::move(st);
+}
+
+Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout) {
+  for (int r = 0; r < g_.size(); ++r) {
+    if (r == g_.rank() || !g_.endpoint(r).status().ok()) continue;
+    CtrlMsg m;
+    m.type = static_cast<uint8_t>(MsgType::kBye);
+    m.bytes = pushes_to(r);
+    (void)send_ctrl(r, m);  // a peer already gone is fine
+  }
+  Deadline dl(timeout);
+  Completion c[32];
+  while (free_tx_.size() < kCtrlSends) {
+    if (dl.expired()) {
+      return Status(Code::kTimeout, me_ + ": finishing messages not sent within " +
+                                        std::to_string(timeout.count() / 1000000) + " ms");
+    }
+    GW_ASSIGN_OR_RETURN(size_t n, next(c, dl.remaining()));
+    for (size_t i = 0; i < n; ++i) dispatch(c[i]);
+  }
+  return Status();
+}
+
+}  // namespace ps
+}  // namespace gw

@@ -1,0 +1,216 @@
+// PsServer setup: shards and staging buffers, initial values, the key-table check with every
+// worker; the public calls.
+#include <algorithm>
+
+#include "log.h"
+#include "ps_server.h"
+
+namespace gw {
+
+using ps::CtrlMsg;
+using ps::MsgType;
+using ps::WrKind;
+
+Status PsServer::Impl::setup(const PsInit& init) {
+  workers_ = g_.size() - s_.o.servers;
+  pushes_from_.assign(static_cast<size_t>(g_.size()), 0);
+  local_.assign(layout_.parts().size(), -1);
+  uint64_t elems = 0;
+  for (uint32_t id = 0; id < layout_.parts().size(); ++id) {
+    const PsPart& lp = layout_.parts()[id];
+    if (lp.server != static_cast<uint32_t>(g_.rank())) continue;
+    local_[id] = static_cast<int32_t>(parts_.size());
+    Part p;
+    p.id = id;
+    p.off = elems;
+    p.count = lp.count;
+    p.clock.assign(static_cast<size_t>(workers_), 0);
+    p.pushed.assign(static_cast<size_t>(workers_), 0);
+    parts_.push_back(std::move(p));
+    elems += lp.count;
+  }
+  // Staging: one slot per worker and part where the transport can hold that many posted
+  // any-source receives; fewer (down to 1) otherwise: extra pushes then wait in the driver.
+  const size_t max_any = t_.properties().max_outstanding ? t_.properties().max_outstanding
+                                                         : size_t{1} << 20;
+  const size_t fixed = 64 + static_cast<size_t>(workers_) + 16;
+  if (!parts_.empty() && max_any < fixed + parts_.size()) {
+    return Status(Code::kResourceExhausted,
+                  me_ + ": holds " + std::to_string(parts_.size()) +
+                      " parts but the transport takes only " + std::to_string(max_any) +
+                      " posted receives; use fewer, larger keys or more servers");
+  }
+  slots_ = static_cast<uint32_t>(std::clamp<size_t>(
+      parts_.empty() ? 1 : (max_any - fixed) / parts_.size(), 1,
+      std::min<size_t>(static_cast<size_t>(workers_), 4096)));
+  for (Part& p : parts_) p.stage_off = p.off * slots_;
+
+  const size_t bytes = std::max<uint64_t>(elems, 1) * sizeof(float);
+  GW_RETURN_IF_ERROR(params_.alloc(t_, bytes, "parameters"));
+  GW_RETURN_IF_ERROR(state_.alloc(t_, bytes * std::max<size_t>(upd_->state_size(), 1),
+                                  "optimizer state"));
+  if (s_.o.mode == Consistency::kBsp) GW_RETURN_IF_ERROR(agg_.alloc(t_, bytes, "round sums"));
+  GW_RETURN_IF_ERROR(stage_.alloc(t_, bytes * slots_, "push staging"));
+  for (Part& p : parts_) {
+    const PsPart& lp = layout_.parts()[p.id];
+    if (init) init(layout_.keys()[lp.key_index].key, lp.offset, {params_.floats() + p.off, p.count});
+  }
+  log_->debug("{}: {} parts, {} elements, {} staging slot(s) per part, mode {}, updater {}", me_,
+              parts_.size(), elems, slots_, consistency_name(s_.o.mode), upd_->name());
+
+  GW_RETURN_IF_ERROR(init_peer());
+  table_cap_ = sizeof(ps::TableHeader) + layout_.keys().size() * sizeof(KeySpec) + 16;
+  GW_RETURN_IF_ERROR(table_rx_.alloc(t_, table_cap_ * static_cast<size_t>(workers_),
+                                     "key-table receives"));
+  for (int w = 0; w < workers_; ++w) {
+    GW_RETURN_IF_ERROR(recv_any({table_rx_.data() + table_cap_ * static_cast<size_t>(w),
+                                 table_cap_, ps::tag(ps::TagKind::kTable),
+                                 ps::wr(WrKind::kTable, static_cast<uint64_t>(w)),
+                                 table_rx_.mr()}));
+  }
+  for (Part& p : parts_)
+    for (uint32_t s = 0; s < slots_; ++s) repost(p, s);
+  GW_RETURN_IF_ERROR(error_);
+  return check_tables();
+}
+
+std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) const {
+  const std::string pre = me_ + " rejects the key table of " + who(rank) + ": ";
+  ps::TableHeader h;
+  if (len < sizeof h) return pre + std::to_string(len) + " bytes is too short";
+  std::memcpy(&h, p, sizeof h);
+  if (h.magic != ps::kMagic) return pre + "bad magic (not a gradwire PS worker?)";
+  if (h.mode != static_cast<uint8_t>(s_.o.mode) || h.servers != s_.o.servers ||
+      (s_.o.mode == Consistency::kSsp && h.staleness != s_.o.staleness) ||
+      h.min_part != s_.min_part) {
+    return pre + "options differ: worker has mode " +
+           consistency_name(static_cast<Consistency>(h.mode % 3)) + ", servers " +
+           std::to_string(h.servers) + ", staleness " + std::to_string(h.staleness) +
+           ", min part " + std::to_string(h.min_part) + " elements; server has " +
+           consistency_name(s_.o.mode) + ", " + std::to_string(s_.o.servers) + ", " +
+           std::to_string(s_.o.staleness) + ", " + std::to_string(s_.min_part);
+  }
+  if (len != sizeof h + h.nkeys * sizeof(KeySpec)) {
+    return pre + "table of " + std::to_string(len) + " bytes does not hold the " +
+           std::to_string(h.nkeys) + " keys it announces";
+  }
+  std::vector<uint8_t> seen(layout_.keys().size(), 0);
+  for (uint64_t i = 0; i < h.nkeys; ++i) {
+    KeySpec k;
+    std::memcpy(&k, p + sizeof h + i * sizeof k, sizeof k);
+    auto ki = layout_.find(k.key);
+    if (!ki) {
+      return pre + "key " + std::to_string(k.key) + " (" + std::to_string(k.count) +
+             " elements) is unknown to the server (" + std::to_string(layout_.keys().size()) +
+             " keys declared there)";
+    }
+    if (layout_.keys()[*ki].count != k.count) {
+      return pre + "key " + std::to_string(k.key) + " has " + std::to_string(k.count) +
+             " elements (" + std::to_string(k.count * 4) + " bytes) on the worker but " +
+             std::to_string(layout_.keys()[*ki].count) + " (" +
+             std::to_string(layout_.keys()[*ki].count * 4) + " bytes) on the server";
+    }
+    seen[*ki] = 1;
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!seen[i]) {
+      return pre + "key " + std::to_string(layout_.keys()[i].key) + " (" +
+             std::to_string(layout_.keys()[i].count) + " elements) is missing on the worker";
+    }
+  }
+  return {};
+}
+
+Status PsServer::Impl::check_tables() {
+  Deadline dl(s_.o.timeout);
+  std::vector<uint8_t> got(static_cast<size_t>(g_.size()), 0);
+  std::string bad;
+  int n_got = 0;
+  Completion c[32];
+  while (n_got < workers_) {
+    if (!error_.ok()) return error_;
+    if (dl.expired()) {
+      std::string missing;
+      for (int r = s_.o.servers; r < g_.size(); ++r)
+        if (!got[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      return Status(Code::kTimeout, me_ + ": no key table from worker rank(s) " + missing +
+                                        " within " + std::to_string(s_.o.timeout.count() / 1000000) +
+                                        " ms; are they running PsWorker::create?");
+    }
+    GW_ASSIGN_OR_RETURN(size_t n, next(c, dl.remaining()));
+    for (size_t i = 0; i < n; ++i) {
+      if (ps::wr_kind(c[i].wr_id) != WrKind::kTable || c[i].op != Op::kRecv) {
+        dispatch(c[i]);
+        continue;
+      }
+      const int r = static_cast<int>(c[i].peer_id);
+      if (c[i].code != Code::kOk && c[i].code != Code::kInvalidArgument) continue;
+      std::string why;
+      if (is_server(r) || got[r]) {
+        why = me_ + ": unexpected key table from " + who(r);
+      } else if (c[i].code == Code::kInvalidArgument) {
+        why = me_ + " rejects the key table of " + who(r) + ": " + std::to_string(c[i].len) +
+              " bytes, more than the server's " + std::to_string(layout_.keys().size()) +
+              " keys take (" + std::to_string(table_cap_ - 16) + " bytes)";
+      } else {
+        why = check_table(r, table_rx_.data() + table_cap_ * ps::wr_index(c[i].wr_id),
+                          c[i].len);
+      }
+      if (!is_server(r) && !got[r]) {
+        got[r] = 1;
+        ++n_got;
+      }
+      if (why.empty()) continue;
+      if (bad.empty()) bad = why;
+      (void)send_error(r, Code::kInvalidArgument, why);
+    }
+  }
+  if (!bad.empty()) {
+    for (int r = s_.o.servers; r < g_.size(); ++r) {
+      (void)send_error(r, Code::kInvalidArgument, bad);
+    }
+    // Let the replies leave before the caller tears the group down.
+    (void)say_bye([](int) { return uint64_t{0}; }, std::min<Nanos>(dl.remaining(), Millis(2000)));
+    return Status(Code::kInvalidArgument, bad);
+  }
+  CtrlMsg ok;
+  ok.type = static_cast<uint8_t>(MsgType::kHelloOk);
+  for (int r = s_.o.servers; r < g_.size(); ++r) GW_RETURN_IF_ERROR(send_ctrl(r, ok));
+  return Status();
+}
+
+// ---- public ------------------------------------------------------------------------------
+
+PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PsServer::~PsServer() = default;
+
+Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const KeySpec> keys,
+                                                   const PsOptions& opts,
+                                                   std::unique_ptr<Updater> updater,
+                                                   PsInit init) {
+  GW_ASSIGN_OR_RETURN(ps::Settings s, ps::settle(group, opts));
+  if (group.rank() >= s.o.servers) {
+    return Status(Code::kInvalidArgument, "ps: rank " + std::to_string(group.rank()) +
+                                              " is a worker (servers are ranks 0.." +
+                                              std::to_string(s.o.servers - 1) + ")");
+  }
+  if (!updater) return Status(Code::kInvalidArgument, "ps: PsServer::create needs an updater");
+  GW_ASSIGN_OR_RETURN(PsLayout layout, PsLayout::make(keys, s.o.servers, s.min_part));
+  auto impl = std::make_unique<Impl>(group, std::move(s), std::move(layout), std::move(updater));
+  GW_RETURN_IF_ERROR(impl->setup(init));
+  return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
+}
+
+const PsServerStats& PsServer::stats() const { return impl_->stats_; }
+const PsLayout& PsServer::layout() const { return impl_->layout_; }
+
+Result<std::span<const float>> PsServer::part_values(uint32_t part) const {
+  if (part >= impl_->local_.size() || impl_->local_[part] < 0) {
+    return Status(Code::kInvalidArgument, impl_->me_ + " does not hold part " +
+                                              std::to_string(part));
+  }
+  const Impl::Part& p = impl_->parts_[static_cast<size_t>(impl_->local_[part])];
+  return std::span<const float>(impl_->params_.floats() + p.off, p.count);
+}
+
+}  // namespace gw
