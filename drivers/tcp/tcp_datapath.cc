@@ -321,7 +321,13 @@ void TcpEndpoint::fail(const Status& st) {
   if (failed()) return;
   error_ = st;
   ++t_->counters_.endpoint_errors;
-  t_->log_->warn("{}", st.to_string());
+  // A peer leaving when nothing is pending is how a job ends; only a loss is worth a warning.
+  bool pending = recvs_.size() > 0 || free_sends_.size() < sends_.size();
+  for (const InMsg& im : msgs_) pending |= im.active;
+  if (pending)
+    t_->log_->warn("{}", st.to_string());
+  else
+    t_->log_->debug("{}", st.to_string());
   const Code code = st.code();
   for (size_t i = 0; i < sends_.size(); ++i) {
     if (!sends_[i].used) continue;

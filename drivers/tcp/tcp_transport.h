@@ -74,6 +74,7 @@ class TcpCq final : public CompletionQueue {
   explicit TcpCq(TcpTransport* t) : t_(t) {}
   Result<size_t> poll(std::span<Completion> out) override;
   int wait_fd() const override;
+  Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override;
 
  private:
   TcpTransport* t_;
@@ -93,7 +94,11 @@ class TcpTransport final : public Transport {
   std::map<std::string, uint64_t> stats() const override;
 
   // --- used by TcpEndpoint and the data path ---
-  Result<size_t> progress(std::span<Completion> out);
+  /// Progress; `timeout_ms` > 0 sleeps in epoll_wait first. With timeout 0 and at most
+  /// kDirectStreams streams, the sockets are read directly (one recv each, as a busy-polling
+  /// socket program would) instead of asking epoll first.
+  Result<size_t> progress(std::span<Completion> out, int timeout_ms = 0);
+  static constexpr size_t kDirectStreams = 2;
   int epoll_fd() const { return epfd_.get(); }
   const Options& opts() const { return opts_; }
   bool reserve_completion();
@@ -122,6 +127,7 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport() : cq_(this) {}
   Status init(const Config& cfg);
+  Status wait_events(int timeout_ms);
   void accept_pending();
   void read_hello(PendingConn* pc);
   void expire_pending();
@@ -141,6 +147,7 @@ class TcpTransport final : public Transport {
   size_t cq_reserved_ = 0;
   uint64_t post_seq_ = 0;
   std::vector<epoll_event> events_;
+  uint32_t polls_ = 0;
 };
 
 }  // namespace gw::drv::tcp

@@ -24,8 +24,13 @@ Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout, N
   const auto end = timeout == Nanos::max() ? Clock::time_point::max() : start + timeout;
   const auto spin_end = spin >= timeout ? end : start + spin;
   Nanos backoff(1000);
+  bool slept = false;
   for (;;) {
-    GW_ASSIGN_OR_RETURN(size_t n, poll(out));
+    size_t n = 0;
+    if (!slept) {
+      GW_ASSIGN_OR_RETURN(n, poll(out));
+    }
+    slept = false;
     if (n > 0) return n;
     auto now = Clock::now();
     if (now >= end) {
@@ -41,13 +46,20 @@ Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout, N
       // Sleep at most 10 ms at a time: progress that needs a timer (retransmits,
       // heartbeats) must still run.
       int ms = static_cast<int>(std::min<int64_t>(10, (left.count() + 999'999) / 1'000'000));
-      pollfd p{fd, POLLIN, 0};
-      ::poll(&p, 1, ms);
+      GW_ASSIGN_OR_RETURN(size_t k, sleep_poll(out, ms));
+      if (k > 0) return k;
+      slept = true;  // sleep_poll already polled
     } else {
       std::this_thread::sleep_for(std::min(backoff, left));
       backoff = std::min(backoff * 2, Nanos(1'000'000));
     }
   }
+}
+
+Result<size_t> CompletionQueue::sleep_poll(std::span<Completion> out, int timeout_ms) {
+  pollfd p{wait_fd(), POLLIN, 0};
+  ::poll(&p, 1, timeout_ms);
+  return poll(out);
 }
 
 }  // namespace gw

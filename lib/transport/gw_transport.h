@@ -139,6 +139,9 @@ class CompletionQueue {
   virtual Result<size_t> poll(std::span<Completion> out) = 0;
   /// A file descriptor that becomes readable when progress may be possible; -1 if none.
   virtual int wait_fd() const = 0;
+  /// Sleep up to `timeout_ms` until progress may be possible, then poll. The default sleeps on
+  /// wait_fd(); a driver may override it to fold the sleep into its own event wait.
+  virtual Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms);
 
   /// Block until at least one completion or the timeout: spin for `spin` (poll only), then
   /// sleep on wait_fd() between polls (drivers without an fd back off instead).
