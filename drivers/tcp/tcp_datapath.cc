@@ -214,13 +214,13 @@ int TcpEndpoint::match_new(const FrameHeader& h) {
   if (ri < 0 && ai < 0) {
     if (t_->unexpected_used_ + h.msg_len > t_->opts().unexpected_bytes) return -1;
     if (h.msg_len > 0) {
-      im.ubuf.reset(new (std::nothrow) uint8_t[h.msg_len]);
-      if (!im.ubuf) return -1;
+      im.ubuf = t_->ubufs_.get(h.msg_len);
+      if (!im.ubuf.p) return -1;
     }
     t_->unexpected_used_ += h.msg_len;
     ++t_->counters_.unexpected_msgs;
     im.dest = Dest::kUnexpected;
-    im.base = im.ubuf.get();
+    im.base = im.ubuf.p.get();
   } else {
     bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
     im.req = use_any ? any[ai].req : recvs_[ri].req;
@@ -303,7 +303,7 @@ void TcpEndpoint::bind_unexpected(int m, const RecvRequest& r) {
 void TcpEndpoint::deliver_unexpected(int m) {
   InMsg& im = msgs_[m];
   if (!im.claim_err) {
-    if (im.len) std::memcpy(im.req.buf, im.ubuf.get(), im.len);
+    if (im.len) std::memcpy(im.req.buf, im.ubuf.p.get(), im.len);
     complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
   }
   release_msg(m);
@@ -312,7 +312,8 @@ void TcpEndpoint::deliver_unexpected(int m) {
 void TcpEndpoint::release_msg(int m) {
   InMsg& im = msgs_[m];
   if (im.dest == Dest::kUnexpected) t_->unexpected_used_ -= im.len;
-  im.ubuf.reset();
+  t_->ubufs_.put(std::move(im.ubuf), t_->opts().unexpected_bytes);
+  im.ubuf = {};
   im.base = nullptr;
   im.active = false;
 }

@@ -58,7 +58,7 @@ class TcpEndpoint final : public Endpoint {
     Dest dest = Dest::kUser;
     uint64_t seq = 0, tag = 0, len = 0, received = 0, arrival = 0;
     uint8_t* base = nullptr;
-    std::unique_ptr<uint8_t[]> ubuf;
+    BufferCache::Buf ubuf;
     RecvRequest req;
   };
   static constexpr int kMaxInMsgs = 128;

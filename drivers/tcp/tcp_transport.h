@@ -114,6 +114,7 @@ class TcpTransport final : public Transport {
   };
   SlotList<AnyRecv> any_;
   uint64_t unexpected_used_ = 0;
+  BufferCache ubufs_;
   uint64_t arrivals_ = 0;
   std::unique_ptr<uint8_t[]> drain_;  // scratch for payload nobody can take
   static constexpr size_t kDrainSize = 64 * 1024;
