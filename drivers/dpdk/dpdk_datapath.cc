@@ -1,0 +1,475 @@
+// DpdkEndpoint hot path: segmentation and (re)transmission, acks, in-place reassembly,
+// message matching, timers. No allocation except the bounded buffers of unexpected messages.
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "dpdk_endpoint.h"
+#include "log.h"
+
+namespace gw::drv::dpdk {
+namespace {
+
+constexpr int kMaxBackoff = 16;
+constexpr uint32_t kRetxPerTimer = 64;
+
+void no_free(void*, void*) {}  // the caller owns the memory; the send completes on its ack
+
+}  // namespace
+
+void DpdkEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
+  t_->push_completion(Completion{wr_id, tag, len, this, peer_id_, op, code});
+  --outstanding_;
+}
+
+void DpdkEndpoint::fill_ack(WireHdr* h) {
+  h->ack = rcv_nxt_;
+  h->wnd = win_;
+  uint64_t sack = 0;
+  for (uint32_t i = 0; i < 64 && i < win_; ++i)
+    if (rx_[(rcv_nxt_ + i) & mask_].present) sack |= uint64_t{1} << i;
+  h->sack = sack;
+  need_ack_ = false;
+}
+
+void DpdkEndpoint::send_ack() {
+  ++t_->counters_.acks_sent;
+  send_control(PktType::kAck);
+}
+
+// --- send side ---
+
+void DpdkEndpoint::pump() {
+  if (!connected_ || failed()) return;
+  const uint32_t seg = t_->opts().seg_payload;
+  while (seg_idx_ < sends_.size() && static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < win_) {
+    SendSlot& s = sends_.at(seg_idx_);
+    TxPkt& p = inflight_[snd_nxt_ & mask_];
+    p.len = static_cast<uint16_t>(std::min<uint64_t>(seg, s.req.len - seg_off_));
+    p.data = static_cast<const uint8_t*>(s.req.buf) + (s.req.buf ? seg_off_ : 0);
+    p.tag = s.req.tag;
+    p.msg_len = s.req.len;
+    p.offset = seg_off_;
+    p.msg_id = msg_tx_;
+    p.tries = 0;
+    p.sacked = p.fast = false;
+    if (!transmit(snd_nxt_)) return;  // out of mbufs: try again on the next poll
+    seg_off_ += p.len;
+    ++snd_nxt_;
+    if (seg_off_ == s.req.len) {
+      s.last_seq = snd_nxt_ - 1;
+      s.segmented = true;
+      ++seg_idx_;
+      ++msg_tx_;
+      seg_off_ = 0;
+    }
+  }
+}
+
+bool DpdkEndpoint::transmit(uint32_t seq) {
+  TxPkt& p = inflight_[seq & mask_];
+  WireHdr* h;
+  rte_mbuf* m = t_->alloc_frame(*this, PktType::kData, &h);
+  if (!m) return false;
+  h->seg_len = p.len;
+  h->seq = seq;
+  h->msg_id = p.msg_id;
+  h->tag = p.tag;
+  h->msg_len = p.msg_len;
+  h->offset = p.offset;
+  fill_ack(h);
+  const auto& o = t_->opts();
+  if (o.zero_copy && p.len >= o.zero_copy_min) {
+    // The payload stays in the caller's memory: a second mbuf points at it, with its
+    // shared-info block in that mbuf's own (unused) data room so it lives as long as the mbuf.
+    rte_mbuf* ext = rte_pktmbuf_alloc(t_->tx_pool());
+    if (!ext) {
+      ++t_->counters_.tx_alloc_fail;
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    auto* shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(ext->buf_addr);
+    shinfo->free_cb = no_free;
+    shinfo->fcb_opaque = nullptr;
+    rte_mbuf_ext_refcnt_set(shinfo, 1);
+    void* data = const_cast<uint8_t*>(p.data);
+    rte_pktmbuf_attach_extbuf(ext, data, reinterpret_cast<uintptr_t>(data), p.len, shinfo);
+    ext->data_off = 0;
+    ext->data_len = p.len;
+    ext->pkt_len = p.len;
+    m->next = ext;
+    m->nb_segs = 2;
+    m->pkt_len += p.len;
+    ++t_->counters_.zero_copy_pkts;
+  } else if (p.len > 0) {
+    char* d = rte_pktmbuf_append(m, p.len);
+    if (!d) {  // the mbuf is too small for this MTU
+      rte_pktmbuf_free(m);
+      ++t_->counters_.tx_alloc_fail;
+      return false;
+    }
+    std::memcpy(d, p.data, p.len);
+    ++t_->counters_.copied_pkts;
+  }
+  if (p.tries > 0) ++t_->counters_.retransmits;
+  if (p.tries < 255) ++p.tries;
+  p.sent = t_->now();
+  last_tx_ = p.sent;
+  t_->counters_.bytes_sent += p.len;
+  t_->send_frame(*this, m);
+  return true;
+}
+
+void DpdkEndpoint::rtt_sample(uint64_t rtt) {
+  if (srtt_ == 0) {
+    srtt_ = rtt;
+    rttvar_ = rtt / 2;
+  } else {
+    uint64_t err = rtt > srtt_ ? rtt - srtt_ : srtt_ - rtt;
+    rttvar_ = (3 * rttvar_ + err) / 4;
+    srtt_ = (7 * srtt_ + rtt) / 8;
+  }
+  const auto& o = t_->opts();
+  rto_ = std::clamp<uint64_t>(srtt_ + 4 * rttvar_, o.rto_min_ns, o.rto_max_ns);
+}
+
+void DpdkEndpoint::on_ack(const WireHdr& h) {
+  if (!connected_) {  // the SYN-ACK was lost, but the peer already talks to us
+    remote_conn_ = h.src_conn;
+    connected_ = true;
+  }
+  const int32_t adv = seq_diff(h.ack, snd_una_);
+  if (adv > 0 && seq_diff(h.ack, snd_nxt_) <= 0) {
+    const TxPkt& last = inflight_[(h.ack - 1) & mask_];
+    if (last.tries == 1) rtt_sample(t_->now() - last.sent);
+    snd_una_ = h.ack;
+    backoff_ = 0;
+    complete_sends();
+  }
+  // Selective acks: bit i = packet ack + i is held by the peer.
+  if (h.sack == 0) return;
+  uint32_t highest = snd_una_;
+  for (uint32_t i = 0; i < 64; ++i) {
+    uint32_t s = h.ack + i;
+    if (!(h.sack >> i & 1) || seq_diff(s, snd_una_) < 0 || seq_diff(s, snd_nxt_) >= 0) continue;
+    inflight_[s & mask_].sacked = true;
+    highest = s;
+  }
+  // Fast retransmit: a hole with at least three held packets after it was lost, not late.
+  int after = 0;
+  for (uint32_t s = highest; seq_diff(s, snd_una_) >= 0; --s) {
+    TxPkt& p = inflight_[s & mask_];
+    if (p.sacked) {
+      ++after;
+    } else if (after >= 3 && !p.fast) {
+      p.fast = true;
+      ++t_->counters_.fast_retransmits;
+      if (!transmit(s)) break;
+    }
+    if (s == snd_una_) break;
+  }
+}
+
+void DpdkEndpoint::complete_sends() {
+  while (!sends_.empty() && seg_idx_ > 0) {
+    SendSlot& s = sends_.front();
+    if (!s.segmented || seq_diff(s.last_seq, snd_una_) >= 0) break;
+    ++t_->counters_.msgs_sent;
+    complete(s.req.wr_id, s.req.tag, s.req.len, Op::kSend, Code::kOk);
+    sends_.pop();
+    --seg_idx_;
+  }
+}
+
+void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
+  if (snd_una_ == snd_nxt_) return;
+  const uint64_t rto = std::min(rto_ << backoff_, t_->opts().rto_max_ns);
+  uint32_t sent = 0;
+  bool fired = false;
+  for (uint32_t s = snd_una_; s != snd_nxt_ && sent < kRetxPerTimer; ++s) {
+    TxPkt& p = inflight_[s & mask_];
+    if (p.sacked || now - p.sent < rto) continue;
+    fired = true;
+    p.fast = false;
+    if (!transmit(s)) break;
+    ++sent;
+  }
+  if (fired) {
+    ++t_->counters_.timeouts;
+    if (backoff_ < kMaxBackoff) ++backoff_;
+  }
+}
+
+void DpdkEndpoint::timers(uint64_t now) {
+  if (failed()) return;
+  const auto& o = t_->opts();
+  if (!connected_) {
+    if (now >= connect_deadline_) {
+      fail(Status(Code::kTimeout, "dpdk: " + peer_name_ + " (" + remote_ +
+                                      ") did not answer the connection handshake in time; is "
+                                      "it running and attached to the same device pair?"));
+      return;
+    }
+    if (now >= next_syn_) {
+      send_control(PktType::kSyn);
+      syn_interval_ = std::min<uint64_t>(syn_interval_ * 2, 100'000'000);
+      next_syn_ = now + syn_interval_;
+    }
+    return;
+  }
+  retransmit_timed_out(now);
+  const bool pending = !sends_.empty() || recvs_.size() > 0 || t_->any_.size() > 0;
+  if (pending && now - last_rx_ > o.peer_timeout_ns) {
+    fail(Status(Code::kRemoteError,
+                "dpdk: peer " + peer_name_ + " (" + remote_ + ") sent nothing for " +
+                    std::to_string((now - last_rx_) / 1'000'000) +
+                    " ms while requests were pending (dpdk.peer_timeout_ms); it exited, hung or "
+                    "stopped polling — check its log"));
+    return;
+  }
+  if (now - last_tx_ >= o.heartbeat_ns) {
+    ++t_->counters_.heartbeats;
+    send_control(PktType::kAck);
+  }
+}
+
+void DpdkEndpoint::on_fin(const WireHdr& h) {
+  on_ack(h);  // its final ack: what it consumed before closing
+  fail(Status(Code::kRemoteError, "dpdk: peer " + peer_name_ + " (" + remote_ +
+                                      ") closed the connection"));
+}
+
+// --- receive side ---
+
+void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
+  if (!connected_) {
+    remote_conn_ = h.src_conn;
+    connected_ = true;
+  }
+  on_ack(h);
+  need_ack_ = true;
+  const int32_t d = seq_diff(h.seq, rcv_nxt_);
+  RxSlot& s = rx_[h.seq & mask_];
+  if (d < 0 || (d < static_cast<int32_t>(win_) && s.present)) {
+    ++t_->counters_.dup_pkts;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (d >= static_cast<int32_t>(win_)) {
+    ++t_->counters_.window_drops;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (d > 0) ++t_->counters_.out_of_order;
+  int mi = lookup_msg(h.msg_id);
+  if (mi >= 0) {
+    const InMsg& im = msgs_[mi];
+    if (im.tag != h.tag || im.len != h.msg_len) {
+      ++t_->counters_.bad_segment;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    place(mi, h, m, off);
+    s.m = nullptr;
+  } else {
+    if (t_->held_ >= t_->opts().held_max) {
+      ++t_->counters_.held_drops;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    ++t_->held_;
+    s.m = m;
+    s.off = off;
+  }
+  s.h = h;
+  s.msg = mi;
+  s.present = true;
+  if (d == 0) advance();
+}
+
+int DpdkEndpoint::lookup_msg(uint32_t msg_id) const {
+  int mi = msg_map_[msg_id & mask_];
+  if (mi < 0) return -1;
+  const InMsg& im = msgs_[mi];
+  return im.active && !im.complete && im.msg_id == msg_id ? mi : -1;
+}
+
+void DpdkEndpoint::place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off) {
+  InMsg& im = msgs_[mi];
+  if (im.base && h.seg_len > 0) {
+    uint8_t* dst = im.base + h.offset;  // offset + seg_len <= msg_len <= capacity: checked
+    const void* src = rte_pktmbuf_read(m, off, h.seg_len, dst);
+    if (src != dst) std::memcpy(dst, src, h.seg_len);
+  }
+  t_->counters_.bytes_received += h.seg_len;
+  rte_pktmbuf_free(m);
+}
+
+// Consumes packets in order from rcv_nxt_: matches new messages, places held payload,
+// finishes messages. Stops (stalled) when a message cannot be matched yet.
+void DpdkEndpoint::advance() {
+  stalled_ = false;
+  while (!failed()) {
+    RxSlot& s = rx_[rcv_nxt_ & mask_];
+    if (!s.present) break;
+    if (s.m) {
+      int mi = lookup_msg(s.h.msg_id);
+      if (mi < 0) {
+        if (s.h.msg_id != next_match_ || s.h.offset != 0) {
+          fail(Status(Code::kProtocolError,
+                      "dpdk: packet " + std::to_string(s.h.seq) + " from " + peer_name_ +
+                          " belongs to message " + std::to_string(s.h.msg_id) +
+                          " at offset " + std::to_string(s.h.offset) + ", expected message " +
+                          std::to_string(next_match_) + " to start"));
+          return;
+        }
+        mi = match_new(s.h);
+        if (mi < 0) {
+          stalled_ = true;
+          return;
+        }
+      } else if (msgs_[mi].tag != s.h.tag || msgs_[mi].len != s.h.msg_len) {
+        ++t_->counters_.bad_segment;
+        fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                              peer_name_ + " disagrees with its message"));
+        return;
+      }
+      place(mi, s.h, s.m, s.off);
+      s.m = nullptr;
+      --t_->held_;
+      s.msg = mi;
+    } else if (s.msg < 0) {
+      s.msg = lookup_msg(s.h.msg_id);
+    }
+    const int mi = s.msg;
+    const bool last = s.h.offset + s.h.seg_len == s.h.msg_len;
+    s.present = false;
+    s.msg = -1;
+    ++rcv_nxt_;
+    need_ack_ = true;
+    if (last && mi >= 0) finish_msg(mi);
+  }
+}
+
+int DpdkEndpoint::match_new(const WireHdr& h) {
+  if (free_msgs_.empty()) return -1;
+  int ri = recvs_.head();
+  while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != h.tag)
+    ri = recvs_.next(ri);
+  auto& any = t_->any_;
+  int ai = any.head();
+  while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != h.tag) ai = any.next(ai);
+  const int m = free_msgs_.back();
+  InMsg& im = msgs_[m];
+  if (ri < 0 && ai < 0) {
+    if (t_->unexpected_used_ + h.msg_len > t_->opts().unexpected_bytes) return -1;
+    if (h.msg_len > 0) {
+      im.ubuf.reset(new (std::nothrow) uint8_t[h.msg_len]);
+      if (!im.ubuf) return -1;
+    }
+    t_->unexpected_used_ += h.msg_len;
+    ++t_->counters_.unexpected_msgs;
+    ++unexpected_count_;
+    im.dest = Dest::kUnexpected;
+    im.base = im.ubuf.get();
+  } else {
+    bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
+    im.req = use_any ? any[ai].req : recvs_[ri].req;
+    if (use_any) {
+      any.erase(ai);
+      ++outstanding_;  // the any-source reservation now completes through this endpoint
+    } else {
+      recvs_.erase(ri);
+    }
+    if (h.msg_len > im.req.len) {
+      ++t_->counters_.truncated_recvs;
+      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv, Code::kInvalidArgument);
+      im.dest = Dest::kDrain;
+      im.base = nullptr;
+    } else {
+      im.dest = Dest::kUser;
+      im.base = static_cast<uint8_t*>(im.req.buf);
+    }
+  }
+  free_msgs_.pop_back();
+  im.active = true;
+  im.complete = im.claimed = im.claim_err = false;
+  im.msg_id = h.msg_id;
+  im.tag = h.tag;
+  im.len = h.msg_len;
+  im.arrival = t_->arrivals_++;
+  msg_map_[h.msg_id & mask_] = m;
+  ++next_match_;
+  return m;
+}
+
+void DpdkEndpoint::finish_msg(int m) {
+  InMsg& im = msgs_[m];
+  ++t_->counters_.msgs_received;
+  if (msg_map_[im.msg_id & mask_] == m) msg_map_[im.msg_id & mask_] = -1;
+  switch (im.dest) {
+    case Dest::kUser:
+      complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
+      release_msg(m);
+      break;
+    case Dest::kDrain:
+      release_msg(m);
+      break;
+    case Dest::kUnexpected:
+      im.complete = true;
+      if (im.claimed) deliver_unexpected(m);
+      break;
+  }
+}
+
+int DpdkEndpoint::find_unexpected(uint64_t tag) const {
+  if (unexpected_count_ == 0) return -1;
+  int best = -1;
+  for (size_t i = 0; i < msgs_.size(); ++i) {
+    const InMsg& im = msgs_[i];
+    if (im.active && im.dest == Dest::kUnexpected && !im.claimed &&
+        (tag == kAnyTag || im.tag == tag) &&
+        (best < 0 || seq_lt(im.msg_id, msgs_[best].msg_id)))
+      best = static_cast<int>(i);
+  }
+  return best;
+}
+
+void DpdkEndpoint::bind_unexpected(int m, const RecvRequest& r) {
+  InMsg& im = msgs_[m];
+  im.claimed = true;
+  --unexpected_count_;
+  im.req = r;
+  if (im.len > r.len) {
+    ++t_->counters_.truncated_recvs;
+    im.claim_err = true;
+    complete(r.wr_id, im.tag, im.len, Op::kRecv, Code::kInvalidArgument);
+  }
+  if (im.complete) deliver_unexpected(m);
+}
+
+void DpdkEndpoint::deliver_unexpected(int m) {
+  InMsg& im = msgs_[m];
+  if (!im.claim_err) {
+    if (im.len) std::memcpy(im.req.buf, im.ubuf.get(), im.len);
+    complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
+  }
+  release_msg(m);
+}
+
+void DpdkEndpoint::release_msg(int m) {
+  InMsg& im = msgs_[m];
+  if (im.dest == Dest::kUnexpected) {
+    t_->unexpected_used_ -= im.len;
+    if (!im.claimed) --unexpected_count_;
+  }
+  if (msg_map_[im.msg_id & mask_] == m) msg_map_[im.msg_id & mask_] = -1;
+  im.ubuf.reset();
+  im.base = nullptr;
+  im.active = false;
+  im.dest = Dest::kUser;
+  free_msgs_.push_back(m);
+}
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,160 @@
+// EAL initialisation from configuration, once per process; the in-process ring bus.
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+#include "dpdk_eal.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "log.h"
+
+namespace gw::drv::dpdk {
+namespace {
+
+std::mutex g_mu;
+bool g_done = false;
+Status g_status;
+std::vector<std::string> g_args;
+
+// "0@(0-1)": the main lcore may run on every CPU this process may use, so two ranks on a
+// 2-core machine are not both pinned to CPU 0.
+std::string default_lcores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::string cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+  }
+  return cpus.empty() ? "0" : "0@(" + cpus + ")";
+}
+
+struct Bus {
+  std::vector<rte_ring*> rings;
+  rte_mempool* pool = nullptr;
+  std::string id;
+  bool used[kRingBusMax] = {};
+};
+std::map<std::string, Bus>& buses() {
+  static std::map<std::string, Bus> b;
+  return b;
+}
+
+}  // namespace
+
+std::vector<std::string> eal_args(const Config& cfg) {
+  auto s = [&](const char* k) { return cfg.get_string(k).value(); };
+  std::vector<std::string> a = {"gradwire"};
+  std::string lcores = s("dpdk.lcores");
+  a.push_back("--lcores=" + (lcores.empty() || lcores == "auto" ? default_lcores() : lcores));
+  std::string prefix = s("dpdk.file_prefix");
+  a.push_back("--file-prefix=" + (prefix.empty() ? "gw" + std::to_string(::getpid()) : prefix));
+  if (cfg.get_bool("dpdk.no_huge").value()) a.push_back("--no-huge");
+  a.push_back("-m");
+  a.push_back(std::to_string(cfg.get_int("dpdk.memory_mb").value()));
+  if (!cfg.get_bool("dpdk.pci").value()) a.push_back("--no-pci");
+  if (std::string iova = s("dpdk.iova_mode"); !iova.empty()) a.push_back("--iova-mode=" + iova);
+  a.push_back("--log-level=" + std::to_string(cfg.get_int("dpdk.log_level").value()));
+  std::istringstream extra(s("dpdk.eal_args"));
+  for (std::string w; extra >> w;) a.push_back(w);
+  return a;
+}
+
+Status eal_init(const Config& cfg) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto lg = log::get("gw.drv.dpdk");
+  auto args = eal_args(cfg);
+  if (g_done) {
+    if (args != g_args && g_status.ok())
+      lg->warn("dpdk: the EAL is already initialised in this process; EAL keys of this "
+               "transport are ignored");
+    return g_status;
+  }
+  g_done = true;
+  g_args = args;
+  std::string joined;
+  for (auto& a : args) joined += (joined.empty() ? "" : " ") + a;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int rc = rte_eal_init(static_cast<int>(argv.size() - 1), argv.data());
+  if (rc < 0) {
+    g_status = Status(Code::kUnavailable,
+                      std::string("dpdk: rte_eal_init failed: ") + rte_strerror(rte_errno) +
+                          " (arguments: " + joined +
+                          "); check dpdk.* keys, memory (-m) and that no other process uses "
+                          "the same --file-prefix");
+    lg->warn("{}", g_status.to_string());
+  } else {
+    lg->info("dpdk: EAL initialised: {}", joined);
+  }
+  return g_status;
+}
+
+Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Bus& b = buses()[bus];
+  if (b.id.empty()) b.id = "gwb" + std::to_string(buses().size()) + "_";
+  const std::string& id = b.id;
+  // One pool for every ring bus of the process: frames cross ports, so it outlives them all.
+  static rte_mempool* pool = nullptr;
+  if (!pool) {
+    pool = rte_pktmbuf_pool_create("gwb_pool", static_cast<unsigned>(mbufs) * 4, 256, 0,
+                                   RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+    if (!pool) {
+      return Status(Code::kResourceExhausted,
+                    "dpdk: mempool of " + std::to_string(mbufs * 4) + " mbufs for ring bus '" +
+                        bus + "': " + rte_strerror(rte_errno) + " (raise dpdk.memory_mb)");
+    }
+  }
+  b.pool = pool;
+  if (b.rings.empty()) {
+    for (int i = 0; i < kRingBusMax; ++i) {
+      std::string name = id + std::to_string(i);
+      rte_ring* r = rte_ring_lookup(name.c_str());
+      if (!r) r = rte_ring_create(name.c_str(), 4096, 0, RING_F_SC_DEQ);
+      if (!r) {
+        return Status(Code::kSystemError, "dpdk: rte_ring_create(" + name + ") for ring bus '" +
+                                              bus + "': " + rte_strerror(rte_errno) +
+                                              " (raise dpdk.memory_mb)");
+      }
+      b.rings.push_back(r);
+    }
+  }
+  for (int i = 0; i < kRingBusMax; ++i) {
+    if (b.used[i]) continue;
+    b.used[i] = true;
+    rte_ring* rx = b.rings[static_cast<size_t>(i)];
+    // Frames a previous user of this slot left behind are not for the new one.
+    void* stale[64];
+    while (unsigned n = rte_ring_dequeue_burst(rx, stale, 64, nullptr))
+      for (unsigned k = 0; k < n; ++k) rte_pktmbuf_free(static_cast<rte_mbuf*>(stale[k]));
+    return RingSlot{i, rx, b.rings, b.pool};
+  }
+  return Status(Code::kResourceExhausted, "dpdk: ring bus '" + bus + "' has all " +
+                                              std::to_string(kRingBusMax) +
+                                              " ports in use in this process");
+}
+
+rte_ring* ring_bus_rx(const std::string& bus, int index) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = buses().find(bus);
+  if (it == buses().end() || index < 0 || index >= static_cast<int>(it->second.rings.size()))
+    return nullptr;
+  return it->second.rings[static_cast<size_t>(index)];
+}
+
+void ring_bus_leave(const std::string& bus, int index) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = buses().find(bus);
+  if (it != buses().end() && index >= 0 && index < kRingBusMax) it->second.used[index] = false;
+}
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,207 @@
+// DpdkEndpoint: set-up, handshake, teardown and posting of requests.
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+#include "dpdk_endpoint.h"
+
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "log.h"
+
+namespace gw::drv::dpdk {
+
+DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t conn,
+                           const PeerAddr& peer, const std::string& remote)
+    : t_(t), peer_(peer), remote_(remote), conn_(conn) {
+  peer_id_ = p.peer_id;
+  peer_name_ = p.peer_name.empty() ? remote_ : p.peer_name;
+  const auto& o = t->opts();
+  win_ = static_cast<uint32_t>(o.window);
+  mask_ = win_ - 1;
+  sends_.init(static_cast<size_t>(o.max_outstanding));
+  inflight_.resize(win_);
+  rx_.resize(win_);
+  msg_map_.assign(win_, -1);
+  recvs_.init(static_cast<size_t>(o.max_outstanding));
+  msgs_.resize(2 * win_);
+  for (int i = static_cast<int>(msgs_.size()); i-- > 0;) free_msgs_.push_back(i);
+  rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
+
+  // Ethernet / IPv4 / UDP template; lengths and checksums are filled per frame.
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(hdr_template_);
+  eth->dst_addr = peer_.mac;
+  eth->src_addr = t->mac_;
+  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(hdr_template_ + kEthLen);
+  ip->version_ihl = 0x45;
+  ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = o.ip;
+  ip->dst_addr = peer_.ip;
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(hdr_template_ + kEthLen + kIpLen);
+  udp->src_port = o.udp_port;
+  udp->dst_port = peer_.port;
+  last_rx_ = last_tx_ = t->now();
+}
+
+void DpdkEndpoint::start_active(uint64_t key, Deadline deadline) {
+  key_ = key;
+  active_ = true;
+  auto left = static_cast<uint64_t>(deadline.remaining().count());
+  connect_deadline_ = t_->now() + left;
+  syn_interval_ = 1'000'000;
+  next_syn_ = t_->now() + syn_interval_;
+  send_control(PktType::kSyn);
+  if (t_->reserve_completion()) ++outstanding_;  // kept for the endpoint-error event
+}
+
+void DpdkEndpoint::start_passive(uint64_t key, uint32_t remote_conn, uint32_t wnd) {
+  key_ = key;
+  remote_conn_ = remote_conn;
+  connected_ = true;
+  win_ = std::min(win_, std::max<uint32_t>(1, wnd));
+  send_control(PktType::kSynAck);
+  if (t_->reserve_completion()) ++outstanding_;  // kept for the endpoint-error event
+}
+
+void DpdkEndpoint::on_synack(const WireHdr& h) {
+  if (!active_) return;
+  if (!connected_) {
+    remote_conn_ = h.src_conn;
+    connected_ = true;
+    win_ = std::min(win_, std::max<uint32_t>(1, h.wnd));
+    t_->log_->debug("dpdk: connected to {} ({})", peer_name_, remote_);
+  }
+}
+
+void DpdkEndpoint::send_control(PktType type) {
+  WireHdr* h;
+  rte_mbuf* m = t_->alloc_frame(*this, type, &h);
+  if (!m) return;
+  if (type == PktType::kSyn || type == PktType::kSynAck) {
+    h->tag = key_;
+    h->wnd = static_cast<uint32_t>(t_->opts().window);
+  } else {
+    fill_ack(h);
+  }
+  last_tx_ = t_->now();
+  t_->send_frame(*this, m);
+}
+
+DpdkEndpoint::~DpdkEndpoint() {
+  // Tell the peer, so it fails its pending requests now rather than after its timeout.
+  if (connected_ && !failed()) {
+    send_control(PktType::kFin);
+    send_control(PktType::kFin);
+    t_->flush_tx();
+  }
+  for (auto& s : rx_) {
+    if (s.m) {
+      rte_pktmbuf_free(s.m);
+      --t_->held_;
+    }
+  }
+  for (size_t m = 0; m < msgs_.size(); ++m)
+    if (msgs_[m].active) release_msg(static_cast<int>(m));
+  t_->endpoint_gone(this);
+}
+
+Status DpdkEndpoint::check_send(const SendRequest& r) const {
+  if (r.tag == kAnyTag)
+    return Status(Code::kInvalidArgument, "dpdk: send to " + peer_name_ + " with tag kAnyTag");
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "dpdk: send to " + peer_name_ + " from a null buffer");
+  if (r.len > t_->opts().max_message) {
+    return Status(Code::kInvalidArgument,
+                  "dpdk: send of " + std::to_string(r.len) + " bytes to " + peer_name_ +
+                      " exceeds dpdk.max_message_bytes = " +
+                      std::to_string(t_->opts().max_message));
+  }
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument, "dpdk: send buffer is outside its memory region");
+  return Status();
+}
+
+Status DpdkEndpoint::check_recv(const RecvRequest& r) const {
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "dpdk: receive from " + peer_name_ + " into null");
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument, "dpdk: receive buffer is outside its memory region");
+  return Status();
+}
+
+Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
+  if (failed()) return error_;
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    if (Status st = check_send(reqs[n]); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if (sends_.full() || !t_->reserve_completion()) break;
+    ++outstanding_;
+    sends_.push(SendSlot{reqs[n], 0, false});
+  }
+  pump();
+  t_->flush_tx();
+  return n;
+}
+
+Result<size_t> DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) {
+  if (failed()) return error_;
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (Status st = check_recv(r); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    int m = find_unexpected(r.tag);
+    if ((m < 0 && recvs_.full()) || !t_->reserve_completion()) break;
+    ++outstanding_;
+    if (m >= 0)
+      bind_unexpected(m, r);
+    else
+      recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+  }
+  if (stalled_) advance();
+  return n;
+}
+
+void DpdkEndpoint::fail(const Status& st) {
+  if (failed()) return;
+  error_ = st;
+  ++t_->counters_.endpoint_errors;
+  t_->log_->warn("{}", st.to_string());
+  const Code code = st.code();
+  while (!sends_.empty()) {
+    complete(sends_.front().req.wr_id, sends_.front().req.tag, 0, Op::kSend, code);
+    sends_.pop();
+  }
+  seg_idx_ = 0;
+  while (recvs_.head() >= 0) {
+    int ri = recvs_.head();
+    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
+    recvs_.erase(ri);
+  }
+  for (size_t m = 0; m < msgs_.size(); ++m) {
+    InMsg& im = msgs_[m];
+    if (!im.active) continue;
+    bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
+    if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
+    release_msg(static_cast<int>(m));
+  }
+  for (auto& s : rx_) {
+    if (s.m) {
+      rte_pktmbuf_free(s.m);
+      --t_->held_;
+    }
+    s = RxSlot{};
+  }
+  complete(0, 0, 0, Op::kEndpointError, code);
+}
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,155 @@
+/// @file dpdk_endpoint.h
+/// One connection over the transport's port. Send side: posted sends are cut into packets of
+/// at most one MTU, numbered, kept in a window until acknowledged (cumulative ack plus a
+/// 64-packet selective-ack bitmap), retransmitted on timeout (RTO from measured RTT, doubled
+/// per consecutive timeout) or early when three later packets were acknowledged (fast
+/// retransmit); a send completes once all its packets are acknowledged. Receive side: a packet
+/// of an already matched message is copied into the posted buffer at once, whatever its order;
+/// others are held (bounded) until every earlier packet is in, so messages are matched to
+/// receives in send order; the cumulative ack only moves past consumed packets, which is the
+/// flow control. A silent peer with requests pending fails the endpoint (RemoteError).
+/// Thread-safety: none; owned by the caller, driven by its DpdkTransport.
+#pragma once
+
+#include <rte_ether.h>
+
+#include <memory>
+#include <vector>
+
+#include "dpdk_transport.h"
+
+namespace gw::drv::dpdk {
+
+/// Where a peer is: MAC, IPv4 and UDP port (network order), transmit queue.
+struct PeerAddr {
+  rte_ether_addr mac{};
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  uint16_t txq = 0;
+};
+
+class DpdkEndpoint final : public Endpoint {
+ public:
+  DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t conn, const PeerAddr& peer,
+               const std::string& remote);
+  ~DpdkEndpoint() override;
+
+  Result<size_t> post_send(std::span<const SendRequest> reqs) override;
+  Result<size_t> post_recv(std::span<const RecvRequest> reqs) override;
+  Status status() const override { return error_; }
+
+  // --- set-up (dpdk_transport.cc) ---
+  void start_active(uint64_t key, Deadline deadline);
+  void start_passive(uint64_t key, uint32_t remote_conn, uint32_t wnd);
+
+  // --- data path (dpdk_datapath.cc, dpdk_rx.cc) ---
+  void on_data(const WireHdr& h, rte_mbuf* m, uint32_t payload_off);
+  void on_ack(const WireHdr& h);
+  void on_synack(const WireHdr& h);
+  void on_fin(const WireHdr& h);
+  void pump();
+  void timers(uint64_t now);
+  void send_ack();
+  void send_control(PktType type);
+  bool need_ack() const { return need_ack_; }
+  bool stalled() const { return stalled_; }
+  void advance();
+  bool failed() const { return !error_.ok(); }
+  void fail(const Status& st);
+  int find_unexpected(uint64_t tag) const;
+  uint64_t arrival_of(int m) const { return msgs_[m].arrival; }
+  void bind_unexpected(int m, const RecvRequest& r);
+  /// Accepts a packet from the peer's address and connection id.
+  bool from_peer(uint32_t ip, uint16_t port, uint32_t src_conn) const {
+    return ip == peer_.ip && port == peer_.port && (!connected_ || src_conn == remote_conn_);
+  }
+
+  const PeerAddr& peer() const { return peer_; }
+  uint32_t conn() const { return conn_; }
+  uint32_t remote_conn() const { return remote_conn_; }
+  uint64_t key() const { return key_; }
+  bool active() const { return active_; }
+  uint64_t last_rx_ = 0;
+  uint8_t hdr_template_[kEthLen + kIpLen + kUdpLen] = {};
+
+ private:
+  friend class DpdkTransport;
+  struct SendSlot {
+    SendRequest req;
+    uint32_t last_seq = 0;
+    bool segmented = false;
+  };
+  struct TxPkt {
+    const uint8_t* data = nullptr;
+    uint64_t tag = 0, msg_len = 0, offset = 0, sent = 0;
+    uint32_t msg_id = 0;
+    uint16_t len = 0;
+    uint8_t tries = 0;
+    bool sacked = false, fast = false;
+  };
+  struct RxSlot {
+    WireHdr h{};
+    rte_mbuf* m = nullptr;  // held packet; null once placed
+    uint32_t off = 0;       // payload offset in m
+    int msg = -1;
+    bool present = false;
+  };
+  struct PostedRecv {
+    RecvRequest req;
+    uint64_t post_seq = 0;
+  };
+  enum class Dest : uint8_t { kUser, kUnexpected, kDrain };
+  struct InMsg {
+    bool active = false, complete = false, claimed = false, claim_err = false;
+    Dest dest = Dest::kUser;
+    uint32_t msg_id = 0;
+    uint64_t tag = 0, len = 0, arrival = 0;
+    uint8_t* base = nullptr;
+    std::unique_ptr<uint8_t[]> ubuf;
+    RecvRequest req;
+  };
+
+  Status check_send(const SendRequest& r) const;
+  Status check_recv(const RecvRequest& r) const;
+  bool transmit(uint32_t seq);
+  void fill_ack(WireHdr* h);
+  void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
+  void complete_sends();
+  void retransmit_timed_out(uint64_t now);
+  int lookup_msg(uint32_t msg_id) const;
+  int match_new(const WireHdr& h);
+  void place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off);
+  void finish_msg(int m);
+  void deliver_unexpected(int m);
+  void release_msg(int m);
+  void rtt_sample(uint64_t rtt);
+
+  DpdkTransport* t_;
+  PeerAddr peer_;
+  std::string remote_;
+  Status error_;
+  uint32_t conn_ = 0, remote_conn_ = 0;
+  uint64_t key_ = 0;
+  bool active_ = false, connected_ = false, need_ack_ = false, stalled_ = false;
+  uint64_t connect_deadline_ = 0, last_tx_ = 0, next_syn_ = 0, syn_interval_ = 0;
+  // Send side.
+  Ring<SendSlot> sends_;
+  size_t seg_idx_ = 0;  // index in sends_ of the send being cut into packets
+  uint64_t seg_off_ = 0;
+  uint32_t snd_una_ = 0, snd_nxt_ = 0, msg_tx_ = 0;
+  uint32_t win_ = 0, mask_ = 0;
+  std::vector<TxPkt> inflight_;
+  uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
+  int backoff_ = 0;
+  // Receive side.
+  std::vector<RxSlot> rx_;
+  uint32_t rcv_nxt_ = 0, next_match_ = 0;
+  std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message
+  SlotList<PostedRecv> recvs_;
+  std::vector<InMsg> msgs_;
+  std::vector<int> free_msgs_;
+  int unexpected_count_ = 0;
+  size_t outstanding_ = 0;  // completions reserved by this endpoint, not yet pushed
+};
+
+}  // namespace gw::drv::dpdk

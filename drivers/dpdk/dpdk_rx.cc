@@ -1,0 +1,211 @@
+// Transport hot path: the progress loop, frame checks and demultiplexing on receive, frame
+// building and batched transmission. No allocation, no logging above trace.
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <cstring>
+
+#include "dpdk_endpoint.h"
+#include "log.h"
+
+namespace gw::drv::dpdk {
+namespace {
+constexpr uint16_t kBurst = 32;
+constexpr uint64_t kTimerPeriodNs = 100'000;  // retransmission/heartbeat checks
+}  // namespace
+
+Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
+  now_ = now_ns();
+  rx_burst();
+  for (DpdkEndpoint* ep : eps_) {
+    if (ep->failed()) continue;
+    if (ep->stalled()) ep->advance();
+    ep->pump();
+    if (ep->need_ack()) ep->send_ack();
+  }
+  if (now_ - last_timers_ >= kTimerPeriodNs) {
+    last_timers_ = now_;
+    timers();
+  }
+  flush_tx();
+  size_t k = 0;
+  while (k < out.size() && !completions_.empty()) {
+    out[k++] = completions_.front();
+    completions_.pop();
+  }
+  cq_reserved_ -= std::min(cq_reserved_, k);
+  return k;
+}
+
+void DpdkTransport::timers() {
+  if (rte_mbuf* m = rx_fault_.take_held()) handle_frame(m);
+  if (rte_mbuf* m = tx_fault_.take_held()) {
+    txq_[0].push_back(m);  // ring ports: its queue is lost here; the peer retransmits
+  }
+  // Endpoints may fail (and a failure may not remove them) while iterating.
+  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->timers(now_);
+}
+
+void DpdkTransport::rx_burst() {
+  uint16_t n = rte_eth_rx_burst(port_->id(), 0, rx_pkts_.data(), kBurst);
+  if (n == 0) return;
+  rte_mbuf** pkts = rx_pkts_.data();
+  if (rx_fault_.active()) {
+    n = rx_fault_.apply(pkts, n, rx_faulted_.data(), port_->tx_pool());
+    pkts = rx_faulted_.data();
+  }
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    handle_frame(pkts[i]);
+  }
+}
+
+// Checks one frame and hands it to its endpoint; frees it unless the endpoint keeps it.
+void DpdkTransport::handle_frame(rte_mbuf* m) {
+  ++counters_.pkts_received;
+  auto drop = [&](uint64_t& counter) {
+    ++counter;
+    rte_pktmbuf_free(m);
+  };
+  if (m->pkt_len < kHdrsLen || m->data_len < kHdrsLen) return drop(counters_.bad_frames);
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  const auto* eth = reinterpret_cast<const rte_ether_hdr*>(f);
+  if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) return drop(counters_.not_for_us);
+  if (!rte_is_same_ether_addr(&eth->dst_addr, &mac_) && !rte_is_broadcast_ether_addr(&eth->dst_addr))
+    return drop(counters_.not_for_us);
+  const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
+  if (ip->version_ihl != 0x45 || ip->next_proto_id != IPPROTO_UDP) return drop(counters_.not_for_us);
+  if (ip->dst_addr != opts_.ip) return drop(counters_.not_for_us);
+  const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f + kEthLen + kIpLen);
+  if (udp->dst_port != opts_.udp_port) return drop(counters_.not_for_us);
+  const uint32_t ip_len = rte_be_to_cpu_16(ip->total_length);
+  const uint32_t udp_len = rte_be_to_cpu_16(udp->dgram_len);
+  if (ip_len + kEthLen > m->pkt_len || udp_len + kIpLen != ip_len ||
+      udp_len < kUdpLen + sizeof(WireHdr) ||
+      (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_OFFSET_MASK | RTE_IPV4_HDR_MF_FLAG)))
+    return drop(counters_.bad_frames);
+  if (rte_ipv4_cksum(ip) != 0) return drop(counters_.bad_checksum);
+  // Ethernet padding of short frames is not part of the datagram.
+  if (m->pkt_len > ip_len + kEthLen) rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - ip_len - kEthLen));
+  if (udp->dgram_cksum != 0 && rte_ipv4_udptcp_cksum_mbuf_verify(m, ip, kEthLen + kIpLen) != 0)
+    return drop(counters_.bad_checksum);
+  WireHdr h;
+  std::memcpy(&h, f + kEthLen + kIpLen + kUdpLen, sizeof h);
+  const uint32_t payload = udp_len - static_cast<uint32_t>(kUdpLen + sizeof(WireHdr));
+  if (check_wire(h, payload, opts_.max_message)) return drop(counters_.bad_header);
+  if (h.type == static_cast<uint8_t>(PktType::kSyn)) {
+    handle_syn(h, f);
+    return rte_pktmbuf_free(m);
+  }
+  DpdkEndpoint* ep = lookup(h.dst_conn);
+  if (!ep || ep->failed() || !ep->from_peer(ip->src_addr, udp->src_port, h.src_conn))
+    return drop(counters_.unknown_conn);
+  ep->last_rx_ = now_;
+  switch (static_cast<PktType>(h.type)) {
+    case PktType::kData:
+      ep->on_data(h, m, static_cast<uint32_t>(kHdrsLen));
+      return;
+    case PktType::kAck:
+      ep->on_ack(h);
+      break;
+    case PktType::kSynAck:
+      ep->on_synack(h);
+      break;
+    case PktType::kFin:
+      ep->on_fin(h);
+      break;
+    case PktType::kSyn:
+      break;
+  }
+  rte_pktmbuf_free(m);
+}
+
+void DpdkTransport::handle_syn(const WireHdr& h, const uint8_t* f) {
+  const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
+  const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f + kEthLen + kIpLen);
+  // A repeated SYN of a connection already accepted: its SYN-ACK was lost, send it again.
+  for (DpdkEndpoint* ep : eps_) {
+    if (!ep->active() && ep->key() == h.tag && ep->remote_conn() == h.src_conn &&
+        ep->peer().ip == ip->src_addr && ep->peer().port == udp->src_port) {
+      ep->last_rx_ = now_;
+      ep->send_control(PktType::kSynAck);
+      return;
+    }
+  }
+  if (parked_.size() >= 4096 && !parked_.count(h.tag)) {
+    ++counters_.syn_dropped;
+    return;
+  }
+  ++counters_.syn_parked;
+  parked_[h.tag] = ParkedSyn{h.src_conn, h.wnd};
+}
+
+rte_mbuf* DpdkTransport::alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr) {
+  rte_mbuf* m = rte_pktmbuf_alloc(port_->tx_pool());
+  if (!m) {
+    ++counters_.tx_alloc_fail;
+    return nullptr;
+  }
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kHdrsLen));
+  if (!p) {  // data room smaller than the headers: a misconfigured pool
+    rte_pktmbuf_free(m);
+    ++counters_.tx_alloc_fail;
+    return nullptr;
+  }
+  WireHdr w{};
+  w.magic = kMagic;
+  w.version = kVersion;
+  w.type = static_cast<uint8_t>(type);
+  w.dst_conn = ep.remote_conn();
+  w.src_conn = ep.conn();
+  std::memcpy(p, ep.hdr_template_, sizeof ep.hdr_template_);
+  std::memcpy(p + sizeof ep.hdr_template_, &w, sizeof w);
+  *hdr = reinterpret_cast<WireHdr*>(p + sizeof ep.hdr_template_);
+  return m;
+}
+
+void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m) {
+  auto* f = rte_pktmbuf_mtod(m, uint8_t*);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f + kEthLen);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(f + kEthLen + kIpLen);
+  const uint32_t l3 = m->pkt_len - static_cast<uint32_t>(kEthLen);
+  ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(l3));
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(l3 - kIpLen));
+  udp->dgram_cksum = 0;
+  if (opts_.checksum) udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, kEthLen + kIpLen);
+  ++counters_.pkts_sent;
+  auto& q = txq_[ep.peer().txq];
+  q.push_back(m);
+  if (q.size() >= kBurst) flush_tx();
+}
+
+void DpdkTransport::flush_tx() {
+  for (size_t qi = 0; qi < txq_.size(); ++qi) {
+    auto& q = txq_[qi];
+    if (q.empty()) continue;
+    rte_mbuf** pkts = q.data();
+    uint16_t n = static_cast<uint16_t>(q.size());
+    if (tx_fault_.active()) {
+      n = tx_fault_.apply(pkts, n, tx_faulted_.data(), port_->tx_pool());
+      pkts = tx_faulted_.data();
+    }
+    uint16_t sent = 0;
+    for (int tries = 0; sent < n && tries < 64; ++tries)
+      sent = static_cast<uint16_t>(sent + rte_eth_tx_burst(port_->id(), static_cast<uint16_t>(qi),
+                                                           pkts + sent,
+                                                           static_cast<uint16_t>(n - sent)));
+    if (sent < n) {
+      // The device queue stays full: drop (the reliability layer retransmits).
+      counters_.tx_ring_full += n - sent;
+      rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+    }
+    q.clear();
+  }
+}
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,468 @@
+// DpdkTransport: configuration, port set-up, connection set-up, registration, stats.
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+#include "dpdk_transport.h"
+
+#include <arpa/inet.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_memory.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <thread>
+
+#include "dpdk_endpoint.h"
+#include "gw_transport_driver.h"
+#include "log.h"
+
+namespace gw::drv::dpdk {
+namespace {
+
+Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) {
+  return DpdkTransport::open(cfg);
+}
+
+/// Keeps an rte_extmem registration (and the port's DMA mapping, where it has one).
+class DpdkMr final : public MrHandle {
+ public:
+  DpdkMr(void* base, size_t len, uint16_t port, bool mapped)
+      : base_(base), len_(len), port_(port), mapped_(mapped) {}
+  ~DpdkMr() override {
+    if (mapped_) {
+      rte_eth_dev_info info{};
+      if (rte_eth_dev_info_get(port_, &info) == 0 && info.device)
+        rte_dev_dma_unmap(info.device, base_, reinterpret_cast<uintptr_t>(base_), len_);
+    }
+    rte_extmem_unregister(base_, len_);
+  }
+
+ private:
+  void* base_;
+  size_t len_;
+  uint16_t port_;
+  bool mapped_;
+};
+
+}  // namespace
+
+GW_REGISTER_DRIVER(
+    dpdk, 20, open_dpdk,
+    {"dpdk.vdev", ConfigType::kString, "",
+     "virtual device with its arguments, ';' between them, e.g. "
+     "net_memif0;role=server;socket=/run/gw.sock or net_af_packet0;iface=veth0"},
+    {"dpdk.role", ConfigType::kString, "", "memif role appended to dpdk.vdev (server|client)"},
+    {"dpdk.socket", ConfigType::kString, "", "memif socket path appended to dpdk.vdev"},
+    {"dpdk.iface", ConfigType::kString, "", "af_packet interface appended to dpdk.vdev"},
+    {"dpdk.ring", ConfigType::kString, "",
+     "in-process ring bus name: every transport of this process on the bus can reach the others"},
+    {"dpdk.device", ConfigType::kString, "", "a probed device (PCI address) instead of a vdev"},
+    {"dpdk.lcores", ConfigType::kString, "auto",
+     "EAL --lcores (auto: lcore 0 may float on every CPU this process may use)"},
+    {"dpdk.memory_mb", ConfigType::kInt, "512", "EAL -m: memory reserved at start (MiB)"},
+    {"dpdk.no_huge", ConfigType::kBool, "true", "EAL --no-huge (false: use hugepages)"},
+    {"dpdk.pci", ConfigType::kBool, "false", "probe PCI devices (false: EAL --no-pci)"},
+    {"dpdk.file_prefix", ConfigType::kString, "",
+     "EAL --file-prefix (empty: gw<pid>, unique per process so ranks share a host)"},
+    {"dpdk.iova_mode", ConfigType::kString, "va", "EAL --iova-mode (va|pa|empty)"},
+    {"dpdk.log_level", ConfigType::kInt, "4", "EAL --log-level (1 critical .. 8 debug)"},
+    {"dpdk.eal_args", ConfigType::kString, "", "extra EAL arguments, space separated"},
+    {"dpdk.ip", ConfigType::kString, "",
+     "this transport's IPv4 address in frames (empty: 10.x.y.z from the MAC)"},
+    {"dpdk.udp_port", ConfigType::kInt, "47592", "UDP port of this transport's frames"},
+    {"dpdk.mtu", ConfigType::kInt, "0", "MTU to set (0: the device's; 9000 for jumbo frames)"},
+    {"dpdk.rx_desc", ConfigType::kInt, "1024", "receive descriptors"},
+    {"dpdk.tx_desc", ConfigType::kInt, "1024", "transmit descriptors"},
+    {"dpdk.mbufs", ConfigType::kInt, "8191", "mbufs per pool (one pool each for rx and tx)"},
+    {"dpdk.window", ConfigType::kInt, "256",
+     "packets in flight per connection (power of two, 64..4096); also the receive window"},
+    {"dpdk.held_max", ConfigType::kInt, "4096",
+     "out-of-order packets held per transport before new ones are dropped"},
+    {"dpdk.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
+    {"dpdk.max_endpoints", ConfigType::kInt, "1024", "connections per transport"},
+    {"dpdk.cq_depth", ConfigType::kInt, "65536", "completions held before poll() drains them"},
+    {"dpdk.unexpected_bytes", ConfigType::kInt, "67108864",
+     "buffer for messages that arrive before their receive; beyond it the sender waits"},
+    {"dpdk.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
+    {"dpdk.rto_min_us", ConfigType::kInt, "2000", "smallest retransmission timeout"},
+    {"dpdk.rto_max_ms", ConfigType::kInt, "200", "largest retransmission timeout (back-off cap)"},
+    {"dpdk.peer_timeout_ms", ConfigType::kInt, "1500",
+     "a peer silent this long while requests are pending is dead (RemoteError); a rank that "
+     "does not poll for this long looks dead too"},
+    {"dpdk.heartbeat_ms", ConfigType::kInt, "100", "idle connections send an ack this often"},
+    {"dpdk.checksum", ConfigType::kBool, "true", "compute and check UDP checksums"},
+    {"dpdk.zero_copy", ConfigType::kString, "auto",
+     "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)"},
+    {"dpdk.zero_copy_min", ConfigType::kInt, "512", "smallest segment sent zero-copy"},
+    {"dpdk.fault_seed", ConfigType::kInt, "1", "seed of the fault injector"},
+    {"dpdk.rx_drop", ConfigType::kDouble, "0", "probability to drop a received packet"},
+    {"dpdk.rx_dup", ConfigType::kDouble, "0", "probability to duplicate a received packet"},
+    {"dpdk.rx_reorder", ConfigType::kDouble, "0", "probability to delay a received packet"},
+    {"dpdk.rx_corrupt", ConfigType::kDouble, "0", "probability to flip a byte on receive"},
+    {"dpdk.tx_drop", ConfigType::kDouble, "0", "probability to drop a sent packet"},
+    {"dpdk.tx_dup", ConfigType::kDouble, "0", "probability to duplicate a sent packet"},
+    {"dpdk.tx_reorder", ConfigType::kDouble, "0", "probability to delay a sent packet"},
+    {"dpdk.tx_corrupt", ConfigType::kDouble, "0", "probability to flip a byte on send"});
+
+Result<std::unique_ptr<Transport>> DpdkTransport::open(const Config& cfg) {
+  std::unique_ptr<DpdkTransport> t(new DpdkTransport());
+  GW_RETURN_IF_ERROR(t->init(cfg));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Status DpdkTransport::init(const Config& cfg) {
+  log_ = log::get("gw.drv.dpdk");
+  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
+  auto gets = [&](const char* k) { return cfg.get_string(k).value(); };
+  auto getd = [&](const char* k) { return cfg.get_double(k).value(); };
+  PortOptions po;
+  po.vdev = gets("dpdk.vdev");
+  for (auto [key, arg] : {std::pair{"dpdk.role", "role"}, std::pair{"dpdk.socket", "socket"},
+                          std::pair{"dpdk.iface", "iface"}}) {
+    std::string v = gets(key);
+    if (!v.empty()) po.vdev += std::string(";") + arg + "=" + v;
+  }
+  if (po.vdev.find("net_memif") == 0 && po.vdev.find("socket-abstract") == std::string::npos &&
+      po.vdev.find("socket=") != std::string::npos)
+    po.vdev += ";socket-abstract=no";  // a path in the file system, as the user wrote it
+  po.ring_bus = gets("dpdk.ring");
+  po.device = gets("dpdk.device");
+  if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
+    return Status(Code::kUnavailable,
+                  "dpdk: no device configured (set dpdk.vdev, dpdk.ring or dpdk.device, e.g. "
+                  "dpdk:vdev=net_memif0,role=server,socket=/tmp/gw.sock)");
+  }
+  po.mtu = static_cast<int>(geti("dpdk.mtu"));
+  po.rx_desc = static_cast<int>(std::clamp<int64_t>(geti("dpdk.rx_desc"), 64, 16384));
+  po.tx_desc = static_cast<int>(std::clamp<int64_t>(geti("dpdk.tx_desc"), 64, 16384));
+  po.mbufs = static_cast<int>(std::clamp<int64_t>(geti("dpdk.mbufs"), 1023, 1 << 20));
+
+  int64_t w = geti("dpdk.window");
+  if (w < 64 || w > 4096 || !std::has_single_bit(static_cast<uint64_t>(w))) {
+    return Status(Code::kInvalidArgument,
+                  "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
+  }
+  opts_.window = static_cast<int>(w);
+  opts_.held_max = static_cast<int>(std::max<int64_t>(0, geti("dpdk.held_max")));
+  opts_.max_outstanding =
+      static_cast<int>(std::clamp<int64_t>(geti("dpdk.max_outstanding"), 1, 1 << 20));
+  opts_.max_endpoints =
+      static_cast<int>(std::clamp<int64_t>(geti("dpdk.max_endpoints"), 1, 65535));
+  opts_.cq_depth = static_cast<int>(std::clamp<int64_t>(geti("dpdk.cq_depth"), 16, 1 << 24));
+  opts_.unexpected_bytes = static_cast<uint64_t>(geti("dpdk.unexpected_bytes"));
+  opts_.max_message = static_cast<uint64_t>(geti("dpdk.max_message_bytes"));
+  opts_.rto_min_ns = static_cast<uint64_t>(std::max<int64_t>(50, geti("dpdk.rto_min_us"))) * 1000;
+  opts_.rto_max_ns = std::max<uint64_t>(
+      opts_.rto_min_ns, static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.rto_max_ms"))) *
+                            1'000'000);
+  opts_.peer_timeout_ns =
+      static_cast<uint64_t>(std::max<int64_t>(10, geti("dpdk.peer_timeout_ms"))) * 1'000'000;
+  opts_.heartbeat_ns =
+      static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.heartbeat_ms"))) * 1'000'000;
+  opts_.checksum = cfg.get_bool("dpdk.checksum").value();
+  opts_.zero_copy_min = static_cast<uint32_t>(std::max<int64_t>(1, geti("dpdk.zero_copy_min")));
+  std::string zc = gets("dpdk.zero_copy");
+  if (zc != "auto" && zc != "on" && zc != "off")
+    return Status(Code::kInvalidArgument, "dpdk.zero_copy = '" + zc + "' (auto, on or off)");
+  int64_t udp = geti("dpdk.udp_port");
+  if (udp < 1 || udp > 65535)
+    return Status(Code::kInvalidArgument, "dpdk.udp_port = " + std::to_string(udp));
+  opts_.udp_port = htons(static_cast<uint16_t>(udp));
+
+  GW_RETURN_IF_ERROR(eal_init(cfg));
+  GW_ASSIGN_OR_RETURN(port_, Port::open(po));
+  mac_ = port_->mac();
+  if (port_->is_ring() || rte_is_zero_ether_addr(&mac_)) {
+    // Ring ports have no MAC of their own: make a locally administered one per slot.
+    const uint8_t m[6] = {0x02, 0x47, 0x57, static_cast<uint8_t>(::getpid() >> 8),
+                          static_cast<uint8_t>(::getpid()),
+                          static_cast<uint8_t>(port_->ring_index() + 1)};
+    std::memcpy(mac_.addr_bytes, m, 6);
+  }
+  std::string ip = gets("dpdk.ip");
+  if (ip.empty()) {
+    const uint8_t* b = mac_.addr_bytes;
+    ip = "10." + std::to_string(b[3]) + "." + std::to_string(b[4]) + "." +
+         std::to_string(b[5] == 0 || b[5] == 255 ? 1 : b[5]);
+  }
+  in_addr a{};
+  if (inet_pton(AF_INET, ip.c_str(), &a) != 1)
+    return Status(Code::kInvalidArgument, "dpdk.ip = '" + ip + "' is not an IPv4 address");
+  opts_.ip = a.s_addr;
+  const uint32_t mtu = port_->mtu();
+  if (mtu < 576) return Status(Code::kUnavailable, "dpdk: port MTU " + std::to_string(mtu));
+  opts_.seg_payload = mtu - static_cast<uint32_t>(kIpLen + kUdpLen + sizeof(WireHdr));
+  opts_.zero_copy = zc == "on" || (zc == "auto" && port_->multi_seg_tx() && !port_->is_ring() &&
+                                   rte_eal_iova_mode() == RTE_IOVA_VA);
+  if (zc == "on" && !port_->multi_seg_tx()) {
+    opts_.zero_copy = false;
+    log_->warn("dpdk: zero copy asked for, but port {} ({}) does not take chained mbufs; "
+               "payload is copied into mbufs", port_->name(), port_->driver());
+  }
+
+  FaultProbs rx{getd("dpdk.rx_drop"), getd("dpdk.rx_dup"), getd("dpdk.rx_reorder"),
+                getd("dpdk.rx_corrupt")};
+  FaultProbs tx{getd("dpdk.tx_drop"), getd("dpdk.tx_dup"), getd("dpdk.tx_reorder"),
+                getd("dpdk.tx_corrupt")};
+  uint64_t seed = static_cast<uint64_t>(geti("dpdk.fault_seed"));
+  rx_fault_.init(rx, seed * 2 + 1 + port_->id());
+  tx_fault_.init(tx, seed * 2 + 1001 + port_->id());
+  if (rx.any() || tx.any()) {
+    log_->info("dpdk: fault injection on: rx drop {} dup {} reorder {} corrupt {}; tx drop {} "
+               "dup {} reorder {} corrupt {}", rx.drop, rx.dup, rx.reorder, rx.corrupt,
+               tx.drop, tx.dup, tx.reorder, tx.corrupt);
+  }
+
+  uint8_t payload[kAddrPayload];
+  std::memcpy(payload, mac_.addr_bytes, 6);
+  std::memcpy(payload + 6, &opts_.ip, 4);
+  std::memcpy(payload + 10, &opts_.udp_port, 2);
+  payload[12] = port_->is_ring() ? static_cast<uint8_t>(port_->ring_index()) : kNoRing;
+  GW_ASSIGN_OR_RETURN(addr_, Address::make("dpdk", kAddrVersion, {payload, kAddrPayload}));
+
+  props_.name = "dpdk";
+  props_.device = port_->name() + " (" + port_->driver() + ")";
+  props_.link_speed_mbps = port_->speed_mbps();
+  if (opts_.zero_copy) props_.zero_copy_kinds = {MemKind::kHost};
+  props_.max_message_size = opts_.max_message;
+  props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
+  completions_.init(static_cast<size_t>(opts_.cq_depth) + 4096);
+  any_.init(static_cast<size_t>(opts_.max_outstanding));
+  conns_.resize(static_cast<size_t>(opts_.max_endpoints));
+  for (int i = opts_.max_endpoints; i-- > 0;) free_conns_.push_back(i);
+  rx_pkts_.resize(64);
+  rx_faulted_.resize(2 * 64 + 2);
+  txq_.resize(static_cast<size_t>(port_->tx_queues()));
+  for (auto& q : txq_) q.reserve(64);
+  tx_faulted_.resize(2 * 64 + 2);
+  log_->info("dpdk: port {} ({}) MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} IP {} UDP {}; "
+             "MTU {} ({} payload bytes per packet); window {} packets; zero copy {}{}",
+             port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1],
+             mac_.addr_bytes[2], mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip,
+             udp, mtu, opts_.seg_payload, opts_.window, opts_.zero_copy ? "on" : "off",
+             opts_.zero_copy ? ""
+             : port_->is_ring()
+                 ? " (ring ports hand mbufs to a peer in this process, which may read them after "
+                   "the send completed)"
+             : !port_->multi_seg_tx() ? " (the port does not take chained mbufs)"
+                                      : " (dpdk.zero_copy or IOVA mode)");
+  return Status();
+}
+
+DpdkTransport::~DpdkTransport() {
+  flush_tx();
+  rx_fault_.release();
+  tx_fault_.release();
+  for (auto& q : txq_) {
+    for (rte_mbuf* m : q) rte_pktmbuf_free(m);
+    q.clear();
+  }
+}
+
+Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
+                                                         Deadline deadline) {
+  const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
+  if (p.remote.driver() != "dpdk" || p.remote.version() != kAddrVersion ||
+      p.remote.payload().size() != kAddrPayload) {
+    return Status(Code::kInvalidArgument, "dpdk: address of " + who + " is for driver '" +
+                                              std::string(p.remote.driver()) +
+                                              "' (both sides must use the same transport)");
+  }
+  const uint8_t* a = p.remote.payload().data();
+  PeerAddr peer;
+  std::memcpy(peer.mac.addr_bytes, a, 6);
+  std::memcpy(&peer.ip, a + 6, 4);
+  std::memcpy(&peer.port, a + 10, 2);
+  if (a[12] != kNoRing) {
+    if (!port_->is_ring() || a[12] >= txq_.size()) {
+      return Status(Code::kInvalidArgument, "dpdk: " + who +
+                                                " is on a ring bus and this transport is not "
+                                                "(both must set the same dpdk.ring)");
+    }
+    peer.txq = a[12];
+  }
+  char ipbuf[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);
+  std::string remote = std::string(ipbuf) + ":" + std::to_string(ntohs(peer.port));
+  if (free_conns_.empty()) {
+    return Status(Code::kResourceExhausted, "dpdk: all dpdk.max_endpoints = " +
+                                                std::to_string(opts_.max_endpoints) +
+                                                " connections in use; cannot connect to " + who);
+  }
+  now_ = now_ns();
+  auto make = [&] {
+    int idx = free_conns_.back();
+    free_conns_.pop_back();
+    ConnSlot& cs = conns_[static_cast<size_t>(idx)];
+    cs.gen = static_cast<uint16_t>(cs.gen + 1 == 0 ? 1 : cs.gen + 1);
+    uint32_t conn = static_cast<uint32_t>(idx) | (uint32_t{cs.gen} << 16);
+    auto ep = std::make_unique<DpdkEndpoint>(this, p, conn, peer, remote);
+    cs.ep = ep.get();
+    eps_.push_back(ep.get());
+    return ep;
+  };
+  if (p.active) {
+    auto ep = make();
+    ep->start_active(p.key, deadline);
+    flush_tx();
+    return std::unique_ptr<Endpoint>(std::move(ep));
+  }
+  // The peer dials us: progress until its SYN (with our key) is here.
+  Completion none[1];
+  Nanos backoff(1000);
+  for (;;) {
+    auto it = parked_.find(p.key);
+    if (it != parked_.end()) {
+      ParkedSyn syn = it->second;
+      parked_.erase(it);
+      auto ep = make();
+      ep->start_passive(p.key, syn.src_conn, syn.wnd);
+      flush_tx();
+      return std::unique_ptr<Endpoint>(std::move(ep));
+    }
+    if (deadline.expired()) {
+      return Status(Code::kTimeout, "dpdk: " + who + " (" + remote + ") did not connect to " +
+                                        port_->name() +
+                                        " in time; is it running, on the same device pair, "
+                                        "using the same store?");
+    }
+    GW_RETURN_IF_ERROR(progress({none, 0}).status());
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, Nanos(200'000));
+  }
+}
+
+void DpdkTransport::endpoint_gone(DpdkEndpoint* ep) {
+  eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+  uint32_t idx = ep->conn() & 0xffff;
+  conns_[idx].ep = nullptr;
+  free_conns_.push_back(static_cast<int>(idx));
+  size_t n = completions_.size(), purged = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Completion c = completions_.front();
+    completions_.pop();
+    if (c.ep == ep)
+      ++purged;
+    else
+      completions_.push(c);
+  }
+  cq_reserved_ -= std::min(cq_reserved_, purged + ep->outstanding_);
+}
+
+DpdkEndpoint* DpdkTransport::lookup(uint32_t conn) const {
+  uint32_t idx = conn & 0xffff;
+  if (idx >= conns_.size()) return nullptr;
+  const ConnSlot& cs = conns_[idx];
+  return cs.ep && cs.gen == (conn >> 16) ? cs.ep : nullptr;
+}
+
+bool DpdkTransport::reserve_completion() {
+  if (cq_reserved_ >= static_cast<size_t>(opts_.cq_depth)) return false;
+  ++cq_reserved_;
+  return true;
+}
+
+void DpdkTransport::push_completion(const Completion& c) {
+  if (!completions_.full()) completions_.push(c);
+}
+
+Result<size_t> DpdkTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (r.buf == nullptr && r.len > 0) {
+      if (n == 0) return Status(Code::kInvalidArgument, "dpdk: any-source receive into null");
+      break;
+    }
+    if (!reserve_completion()) break;
+    if (take_unexpected_any(r)) continue;
+    if (any_.full()) {
+      --cq_reserved_;
+      break;
+    }
+    any_.push_back(AnyRecv{r, next_post_seq()});
+  }
+  for (DpdkEndpoint* ep : eps_)
+    if (ep->stalled()) ep->advance();
+  return n;
+}
+
+bool DpdkTransport::take_unexpected_any(const RecvRequest& r) {
+  DpdkEndpoint* best = nullptr;
+  int best_m = -1;
+  for (DpdkEndpoint* ep : eps_) {
+    int m = ep->find_unexpected(r.tag);
+    if (m >= 0 && (!best || ep->arrival_of(m) < best->arrival_of(best_m))) {
+      best = ep;
+      best_m = m;
+    }
+  }
+  if (!best) return false;
+  ++best->outstanding_;
+  best->bind_unexpected(best_m, r);
+  return true;
+}
+
+Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, MemKind kind) {
+  if (addr == nullptr && length > 0) {
+    return Status(Code::kInvalidArgument,
+                  "dpdk: register_memory(nullptr, " + std::to_string(length) + ")");
+  }
+  if (kind == MemKind::kCudaDevice) {
+    return Status(Code::kNotSupported,
+                  "dpdk: CUDA device memory cannot be sent by this driver; register host memory");
+  }
+  // Large regions are made known to the EAL (and DMA-mapped for the port where it has an
+  // IOMMU mapping); vdevs copy from virtual addresses and need neither, so a failure is
+  // logged at debug level and the region still works (IOVA = VA).
+  const size_t pg = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto b = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t lo = b & ~(pg - 1), hi = (b + length + pg - 1) & ~(pg - 1);
+  std::unique_ptr<MrHandle> h;
+  if (length >= (size_t{1} << 20)) {
+    void* base = reinterpret_cast<void*>(lo);
+    if (rte_extmem_register(base, hi - lo, nullptr, 0, pg) == 0) {
+      bool mapped = false;
+      rte_eth_dev_info info{};
+      if (rte_eth_dev_info_get(port_->id(), &info) == 0 && info.device)
+        mapped = rte_dev_dma_map(info.device, base, lo, hi - lo) == 0;
+      h = std::make_unique<DpdkMr>(base, hi - lo, port_->id(), mapped);
+    } else {
+      log_->debug("dpdk: rte_extmem_register({}, {} B): {}; using the region unregistered",
+                  base, hi - lo, rte_strerror(rte_errno));
+    }
+  }
+  return MemoryRegion(addr, length, kind, 0, std::move(h));
+}
+
+std::map<std::string, uint64_t> DpdkTransport::stats() const {
+  const auto& c = counters_;
+  const auto& rf = rx_fault_.counters();
+  const auto& tf = tx_fault_.counters();
+  return {{"bytes_sent", c.bytes_sent},       {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},         {"msgs_received", c.msgs_received},
+          {"pkts_sent", c.pkts_sent},         {"pkts_received", c.pkts_received},
+          {"acks_sent", c.acks_sent},         {"retransmits", c.retransmits},
+          {"timeouts", c.timeouts},           {"fast_retransmits", c.fast_retransmits},
+          {"dup_pkts", c.dup_pkts},           {"out_of_order", c.out_of_order},
+          {"window_drops", c.window_drops},   {"held_drops", c.held_drops},
+          {"held_now", static_cast<uint64_t>(held_)},
+          {"tx_ring_full", c.tx_ring_full},   {"tx_alloc_fail", c.tx_alloc_fail},
+          {"bad_frames", c.bad_frames},       {"bad_checksum", c.bad_checksum},
+          {"not_for_us", c.not_for_us},       {"unknown_conn", c.unknown_conn},
+          {"bad_header", c.bad_header},       {"bad_segment", c.bad_segment},
+          {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
+          {"truncated_recvs", c.truncated_recvs}, {"endpoint_errors", c.endpoint_errors},
+          {"zero_copy_pkts", c.zero_copy_pkts}, {"copied_pkts", c.copied_pkts},
+          {"heartbeats", c.heartbeats},       {"syn_parked", c.syn_parked},
+          {"syn_dropped", c.syn_dropped},     {"endpoints", eps_.size()},
+          {"fault_rx_dropped", rf.dropped},   {"fault_rx_duplicated", rf.duplicated},
+          {"fault_rx_reordered", rf.reordered}, {"fault_rx_corrupted", rf.corrupted},
+          {"fault_tx_dropped", tf.dropped},   {"fault_tx_duplicated", tf.duplicated},
+          {"fault_tx_reordered", tf.reordered}, {"fault_tx_corrupted", tf.corrupted}};
+}
+
+Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,151 @@
+/// @file dpdk_transport.h
+/// DPDK transport: one port (memif, ring, af_packet or a PCI NIC) polled from user space.
+/// Connections are demultiplexed by connection id on the one port; each has its own
+/// reliability (packet sequence numbers, cumulative + selective acks, retransmission on timeout
+/// with back-off, fast retransmit, a flow-control window), since the wire may drop, reorder and
+/// duplicate. Payload is sent from the caller's memory as external mbuf buffers where the port
+/// takes chained mbufs, and received straight into the posted buffer (one copy, from the mbuf).
+/// Thread-safety: none (one thread drives a transport and its endpoints).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "dpdk_fault.h"
+#include "dpdk_port.h"
+#include "dpdk_wire.h"
+#include "gw_config.h"
+#include "gw_transport.h"
+#include "tcp_slots.h"
+
+struct rte_mbuf;
+namespace spdlog {
+class logger;
+}
+
+namespace gw::drv::dpdk {
+
+using tcp::Ring;
+using tcp::SlotList;
+
+class DpdkTransport;
+class DpdkEndpoint;
+
+struct Options {
+  uint32_t ip = 0;        ///< network order
+  uint16_t udp_port = 0;  ///< network order
+  int window = 256;       ///< packets in flight per connection (power of two)
+  int max_outstanding = 1024;
+  int cq_depth = 65536;
+  int max_endpoints = 1024;
+  int held_max = 4096;  ///< out-of-order packets held per transport
+  uint64_t unexpected_bytes = 0;
+  uint64_t max_message = 0;
+  uint64_t rto_min_ns = 0, rto_max_ns = 0, peer_timeout_ns = 0, heartbeat_ns = 0;
+  bool checksum = true;
+  bool zero_copy = false;
+  uint32_t zero_copy_min = 0;
+  uint32_t seg_payload = 0;  ///< payload bytes per packet (from the MTU)
+};
+
+class DpdkCq final : public CompletionQueue {
+ public:
+  explicit DpdkCq(DpdkTransport* t) : t_(t) {}
+  Result<size_t> poll(std::span<Completion> out) override;
+  int wait_fd() const override { return -1; }  // polling driver: the wait backs off instead
+
+ private:
+  DpdkTransport* t_;
+};
+
+/// A SYN that arrived before its connect() (passive side), by connection key.
+struct ParkedSyn {
+  uint32_t src_conn = 0;
+  uint32_t wnd = 0;
+};
+
+class DpdkTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<Transport>> open(const Config& cfg);
+  ~DpdkTransport() override;
+
+  const TransportProperties& properties() const override { return props_; }
+  const Address& address() const override { return addr_; }
+  Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& p, Deadline deadline) override;
+  Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) override;
+  Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
+  CompletionQueue& cq() override { return cq_; }
+  std::map<std::string, uint64_t> stats() const override;
+
+  // --- used by DpdkEndpoint and the data path ---
+  Result<size_t> progress(std::span<Completion> out);
+  const Options& opts() const { return opts_; }
+  bool reserve_completion();
+  void push_completion(const Completion& c);
+  uint64_t next_post_seq() { return post_seq_++; }
+  void endpoint_gone(DpdkEndpoint* ep);
+  bool take_unexpected_any(const RecvRequest& r);
+  /// A header mbuf with Ethernet/IPv4/UDP/gradwire headers for `ep`, payload to follow.
+  rte_mbuf* alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr);
+  /// Finish (lengths, checksums) and queue a frame built by alloc_frame.
+  void send_frame(const DpdkEndpoint& ep, rte_mbuf* m);
+  void flush_tx();
+  rte_mempool* tx_pool() const { return port_->tx_pool(); }
+  uint64_t now() const { return now_; }
+
+  struct AnyRecv {
+    RecvRequest req;
+    uint64_t post_seq;
+  };
+  SlotList<AnyRecv> any_;
+  uint64_t unexpected_used_ = 0;
+  uint64_t arrivals_ = 0;
+  int held_ = 0;  // out-of-order packets held by all endpoints
+  struct Counters {
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
+    uint64_t pkts_sent = 0, pkts_received = 0, acks_sent = 0, retransmits = 0;
+    uint64_t timeouts = 0, fast_retransmits = 0, dup_pkts = 0, out_of_order = 0;
+    uint64_t window_drops = 0, held_drops = 0, tx_ring_full = 0, tx_alloc_fail = 0;
+    uint64_t bad_frames = 0, bad_checksum = 0, not_for_us = 0, unknown_conn = 0;
+    uint64_t bad_header = 0, bad_segment = 0, unexpected_msgs = 0, truncated_recvs = 0;
+    uint64_t endpoint_errors = 0, zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
+    uint64_t syn_parked = 0, syn_dropped = 0;
+  } counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
+ private:
+  friend class DpdkEndpoint;
+  DpdkTransport() : cq_(this) {}
+  Status init(const Config& cfg);
+  void rx_burst();
+  void handle_frame(rte_mbuf* m);
+  void handle_syn(const WireHdr& h, const uint8_t* frame);
+  void timers();
+  DpdkEndpoint* lookup(uint32_t conn) const;
+
+  Options opts_;
+  TransportProperties props_;
+  Address addr_;
+  std::unique_ptr<Port> port_;  // destroyed last: mbufs everywhere else come from its pools
+  DpdkCq cq_;
+  rte_ether_addr mac_{};
+  std::vector<DpdkEndpoint*> eps_;  // connected and connecting, for the progress loop
+  struct ConnSlot {
+    DpdkEndpoint* ep = nullptr;
+    uint16_t gen = 0;
+  };
+  std::vector<ConnSlot> conns_;
+  std::vector<int> free_conns_;
+  std::map<uint64_t, ParkedSyn> parked_;
+  Ring<Completion> completions_;
+  size_t cq_reserved_ = 0;
+  uint64_t post_seq_ = 0;
+  uint64_t now_ = 0, last_timers_ = 0;
+  FaultInjector rx_fault_, tx_fault_;
+  std::vector<rte_mbuf*> rx_pkts_, rx_faulted_;
+  std::vector<std::vector<rte_mbuf*>> txq_;  // per transmit queue
+  std::vector<rte_mbuf*> tx_faulted_;
+};
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,79 @@
+/// @file dpdk_wire.h
+/// The DPDK driver's wire format: Ethernet / IPv4 / UDP, then a 64-byte gradwire header, then
+/// up to one MTU of payload. IPv4 and UDP checksums are valid, so captures decode as UDP.
+/// The gradwire header is little-endian (like the TCP driver's); the outer headers are in
+/// network order. Sequence numbers count packets per connection (32-bit, serial arithmetic).
+///
+/// Address payload (after the 9-byte Address header): MAC (6), IPv4 (4, network order),
+/// UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace gw::drv::dpdk {
+
+static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
+
+inline constexpr uint32_t kMagic = 0x31445747;  // "GWD1"
+inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kAddrVersion = 1;
+inline constexpr size_t kAddrPayload = 13;
+inline constexpr uint8_t kNoRing = 0xff;
+
+enum class PktType : uint8_t {
+  kData = 1,    ///< one segment of message msg_id: [offset, offset + seg_len) of msg_len
+  kAck = 2,     ///< ack/sack only; also the heartbeat
+  kSyn = 3,     ///< tag = connection key, src_conn = dialler's id, wnd = its window
+  kSynAck = 4,  ///< tag = connection key, dst_conn = dialler's id, src_conn = acceptor's id
+  kFin = 5,     ///< the sender closed the connection
+};
+
+struct __attribute__((packed)) WireHdr {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t type;
+  uint16_t seg_len;   ///< payload bytes after this header
+  uint32_t dst_conn;  ///< receiver's connection id (index | generation << 16)
+  uint32_t src_conn;  ///< sender's connection id
+  uint32_t seq;       ///< packet number (kData)
+  uint32_t ack;       ///< cumulative: every packet before it was consumed
+  uint64_t sack;      ///< bit i: packet ack + 1 + i is held by the receiver
+  uint32_t msg_id;    ///< message number (kData)
+  uint32_t wnd;       ///< receive window in packets
+  uint64_t tag;       ///< message tag (kData) or connection key (kSyn, kSynAck)
+  uint64_t msg_len;
+  uint64_t offset;
+};
+static_assert(sizeof(WireHdr) == 64);
+
+inline constexpr size_t kEthLen = 14, kIpLen = 20, kUdpLen = 8;
+inline constexpr size_t kHdrsLen = kEthLen + kIpLen + kUdpLen + sizeof(WireHdr);  // 106
+
+/// Serial-number comparison of 32-bit packet/message numbers.
+inline int32_t seq_diff(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
+inline bool seq_lt(uint32_t a, uint32_t b) { return seq_diff(a, b) < 0; }
+
+/// Checks the gradwire header of a frame whose outer headers were already checked.
+/// `payload` is the number of bytes after the header. @return nullptr or the reason.
+inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg) {
+  if (h.magic != kMagic) return "bad magic";
+  if (h.version != kVersion) return "unsupported wire version";
+  if (h.seg_len != payload) return "segment length disagrees with the UDP length";
+  switch (static_cast<PktType>(h.type)) {
+    case PktType::kData:
+      if (h.msg_len > max_msg) return "message length beyond dpdk.max_message_bytes";
+      if (h.offset > h.msg_len || h.seg_len > h.msg_len - h.offset)
+        return "segment outside its message";
+      if (h.seg_len == 0 && h.msg_len != 0) return "empty segment of a non-empty message";
+      return nullptr;
+    case PktType::kAck:
+    case PktType::kSyn:
+    case PktType::kSynAck:
+    case PktType::kFin:
+      return h.seg_len == 0 ? nullptr : "control packet with payload";
+  }
+  return "unknown packet type";
+}
+
+}  // namespace gw::drv::dpdk

@@ -1,0 +1,33 @@
+// The transport conformance suite (tests/conformance/test_sendrecv.cc and test_matching.cc,
+// compiled into this binary) instantiated over DPDK ring-bus rows: ranks are threads of one
+// process, each with its own DPDK port on the bus. Runs with --gtest_filter=Dpdk*: the
+// conformance binary covers the other rows.
+#include "conformance.h"
+
+namespace gw::conformance {
+namespace {
+
+std::vector<TransportCase> dpdk_rows() {
+  return {{"dpdk_ring", "dpdk", "dpdk:ring=conf"},
+          {"dpdk_ring_lossy", "dpdk",
+           "dpdk:ring=lossy,tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01,rx_reorder=0.01"}};
+}
+
+using SendRecvRanks = RanksTest;
+using SendRecv = TransportTest;
+using Matching = TransportTest;
+using AnySource = RanksTest;
+
+INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecv, ::testing::ValuesIn(dpdk_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(Dpdk, Matching, ::testing::ValuesIn(dpdk_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecvRanks,
+                         ::testing::Combine(::testing::ValuesIn(dpdk_rows()),
+                                            ::testing::Values(2, 3, 5)),
+                         ranks_name);
+INSTANTIATE_TEST_SUITE_P(Dpdk, AnySource,
+                         ::testing::Combine(::testing::ValuesIn(dpdk_rows()),
+                                            ::testing::Values(3)),
+                         ranks_name);
+
+}  // namespace
+}  // namespace gw::conformance

@@ -1,0 +1,170 @@
+// DPDK driver between processes: net_memif (this process is the server, a helper process the
+// client), a peer killed mid-transfer, and net_af_packet over a veth pair between two network
+// namespaces this test creates (both ends are helper processes).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "dpdk_test_util.h"
+#include "gw_store.h"
+#include "gw_transport.h"
+
+namespace gw::dpdktest {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for the file store and memif sockets of one test.
+struct TempDir {
+  TempDir() {
+    path = "/tmp/gwdp-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string path;
+  static inline int counter = 0;
+};
+
+std::string memif(const TempDir& d, int n, const char* role) {
+  return "dpdk:vdev=net_memif" + std::to_string(n) + ",role=" + role + ",socket=" + d.path +
+         "/memif.sock";
+}
+
+std::unique_ptr<Group> join(const std::string& spec, const std::string& dir, int rank) {
+  auto store = make_file_store(dir);
+  if (!store.ok()) {
+    ADD_FAILURE() << store.status().to_string();
+    return nullptr;
+  }
+  auto t = Transport::open(spec);
+  if (!t.ok()) {
+    ADD_FAILURE() << "open " << spec << ": " << t.status().to_string();
+    return nullptr;
+  }
+  auto g = Group::create(*store, std::move(t).value(), rank, 2, std::chrono::seconds(60));
+  if (!g.ok()) {
+    ADD_FAILURE() << "Group::create: " << g.status().to_string();
+    return nullptr;
+  }
+  return std::move(g).value();
+}
+
+void memif_plan(int n, const std::string& extra, int reps) {
+  TempDir d;
+  pid_t pid = spawn_helper({memif(d, n, "client") + extra, d.path, "1", "plan",
+                            std::to_string(reps)});
+  ASSERT_GT(pid, 0);
+  auto g = join(memif(d, n, "server") + extra, d.path, 0);
+  if (g) {
+    Status st = run_plan(*g, 1, default_sizes(), reps, std::chrono::seconds(120));
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_TRUE(finish(*g, 1, std::chrono::seconds(60)).ok());
+    auto s = g->transport().stats();
+    std::printf("memif: pkts_sent %lu retransmits %lu zero_copy_pkts %lu copied %lu\n",
+                s["pkts_sent"], s["retransmits"], s["zero_copy_pkts"], s["copied_pkts"]);
+  } else {
+    ::kill(pid, SIGKILL);
+  }
+  EXPECT_EQ(wait_helper(pid), 0) << "the client process failed (its stderr is above)";
+}
+
+TEST(DpdkMemif, TwoProcessesAllSizesBitExact) { memif_plan(0, "", 2); }
+
+TEST(DpdkMemif, TwoProcessesUnderLossBitExact) {
+  memif_plan(1, ",tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01,rx_drop=0.005", 1);
+}
+
+TEST(DpdkMemif, PeerKilledMidTransferFailsWithin2s) {
+  TempDir d;
+  pid_t pid = spawn_helper({memif(d, 2, "client"), d.path, "1", "sink"});
+  ASSERT_GT(pid, 0);
+  auto g = join(memif(d, 2, "server"), d.path, 0);
+  if (!g) {
+    ::kill(pid, SIGKILL);
+    wait_helper(pid);
+    return;
+  }
+  // Some messages arrive, then the peer dies while more are in flight.
+  ASSERT_TRUE(stream_sends(*g, 1, 4 << 20, 3, std::chrono::seconds(60)).ok());
+  std::vector<uint8_t> big(8 << 20, 3);
+  SendRequest s{big.data(), big.size(), 0, 99, nullptr};
+  ASSERT_EQ(g->endpoint(1).post_send({&s, 1}).value(), 1u);
+  Completion c[8];
+  (void)g->transport().cq().poll(c);
+  ::kill(pid, SIGKILL);
+  auto t0 = Clock::now();
+  EXPECT_EQ(wait_helper(pid), -SIGKILL);
+  bool failed = false;
+  while (!failed && Clock::now() - t0 < std::chrono::seconds(10)) {
+    auto n = g->transport().cq().wait(c, std::chrono::milliseconds(100));
+    for (size_t i = 0; n.ok() && i < *n; ++i) {
+      if (c[i].op == Op::kSend && c[i].wr_id == 99) {
+        EXPECT_EQ(c[i].code, Code::kRemoteError);
+        failed = true;
+      }
+    }
+  }
+  auto ms = std::chrono::duration_cast<Millis>(Clock::now() - t0).count();
+  EXPECT_TRUE(failed) << "the send to the killed peer never failed";
+  EXPECT_LE(ms, 2000) << "dead peer seen after " << ms << " ms";
+  EXPECT_EQ(g->endpoint(1).status().code(), Code::kRemoteError);
+  std::printf("killed peer seen after %ld ms: %s\n", static_cast<long>(ms),
+              g->endpoint(1).status().to_string().c_str());
+}
+
+// Two network namespaces joined by a veth pair; addresses exist only inside them.
+class Veth {
+ public:
+  Veth() {
+    id_ = std::to_string(::getpid() % 100000);
+    a_ = "gwdpA" + id_;
+    b_ = "gwdpB" + id_;
+    if (::geteuid() != 0) {
+      why_ = "needs root to create network namespaces";
+      return;
+    }
+    if (sh("command -v ip >/dev/null") != 0) {
+      why_ = "the ip tool (iproute2) is missing";
+      return;
+    }
+    std::string va = "gwva" + id_, vb = "gwvb" + id_;
+    std::string cmd = "ip netns add " + a_ + " && ip netns add " + b_ + " && ip link add " +
+                      va + " type veth peer name " + vb + " && ip link set " + va +
+                      " netns " + a_ + " && ip link set " + vb + " netns " + b_ +
+                      " && ip -n " + a_ + " link set " + va + " up && ip -n " + b_ +
+                      " link set " + vb + " up && ip -n " + a_ + " addr add 10.251.0.1/30 dev " +
+                      va + " && ip -n " + b_ + " addr add 10.251.0.2/30 dev " + vb;
+    if (sh(cmd + " 2>&1") != 0) why_ = "creating the veth pair between namespaces failed";
+    va_ = va;
+    vb_ = vb;
+  }
+  ~Veth() {
+    sh("ip netns del " + a_ + " 2>/dev/null; ip netns del " + b_ + " 2>/dev/null");
+  }
+  const std::string& why() const { return why_; }
+  std::string a_, b_, va_, vb_;
+
+ private:
+  std::string id_, why_;
+};
+
+TEST(DpdkAfPacket, VethBetweenNamespacesBitExact) {
+  Veth v;
+  if (!v.why().empty()) GTEST_SKIP() << "af_packet over veth: " << v.why();
+  TempDir d;
+  pid_t a = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.va_, d.path, "0", "plan", "1"},
+                         v.a_);
+  pid_t b = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.vb_, d.path, "1", "plan", "1"},
+                         v.b_);
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  EXPECT_EQ(wait_helper(a), 0) << "rank 0 in " << v.a_ << " failed (stderr above)";
+  EXPECT_EQ(wait_helper(b), 0) << "rank 1 in " << v.b_ << " failed (stderr above)";
+}
+
+}  // namespace
+}  // namespace gw::dpdktest
