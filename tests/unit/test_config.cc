@@ -135,5 +135,13 @@ TEST(Config, DumpIsValidTomlOfEveryKey) {
   std::remove(p.c_str());
 }
 
+TEST(Config, ShippedFileLoads) {
+  const char* path = std::getenv("GW_REPO_CONF");
+  ASSERT_NE(path, nullptr) << "meson passes GW_REPO_CONF=conf/gradwire.toml";
+  auto c = Config::load(path);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_NE(c->dump().find("[tcp]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gw
