@@ -1,0 +1,41 @@
+/// @file ps_launch.h
+/// How the PS apps start their ranks: from launcher variables (GW_RANK/GW_WORLD_SIZE/
+/// GW_MASTER_ADDR/GW_MASTER_PORT, torchrun, Open MPI, Slurm), or `--ranks N` on this host, which
+/// re-executes this binary N times with the GW_* variables set (rank 0 serves the TCP store).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gw_group.h"
+
+namespace gw::psapp {
+
+/// A launched rank: its rank, the world size and the job's store.
+struct Launched {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;
+};
+
+/// Whether this process was started by a launcher (or by spawn_local).
+bool launched();
+
+/// Join the job described by the launcher variables. @return as discover_launch and
+/// store_for_launch.
+Result<Launched> join(Nanos timeout);
+
+/// Re-execute this binary as `ranks` local processes and wait for them. When one fails, the
+/// others get `grace` to notice (they should see RemoteError) and are then killed.
+/// @return the exit code: 0, or the first failing rank's.
+int spawn_local(int ranks, char** argv, Nanos grace);
+
+/// A fresh Group over `spec` for one phase of the job (a Group serves one PsServer/PsWorker
+/// for its life), named by `prefix` in the store.
+Result<std::unique_ptr<Group>> make_group(const Launched& l, const std::string& spec,
+                                          const std::string& prefix, Nanos timeout);
+
+/// Print "<app>: <status>" on stderr and return 1.
+int fail(const char* app, const Status& st);
+
+}  // namespace gw::psapp
