@@ -6,7 +6,13 @@ import sys
 
 passed, failed = 0, 0
 for path in sys.argv[1:]:
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        failed += 1
+        print(f"FAILED: no test results ({e}); the build or meson setup failed", file=sys.stderr)
+        continue
+    with f:
         for line in f:
             r = json.loads(line)
             if r["result"] in ("OK", "EXPECTEDFAIL"):
