@@ -268,11 +268,19 @@ Status TcpTransport::wait_events(int timeout_ms) {
 
 Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms) {
   size_t nstreams = 0;
-  bool tx = false;
+  bool tx = false, ready = false;
   for (TcpEndpoint* ep : eps_) {
     nstreams += ep->streams_.size();
-    for (auto& sp : ep->streams_) tx |= !sp->txq.empty();
+    if (ep->failed()) continue;
+    for (auto& sp : ep->streams_) {
+      tx |= !sp->txq.empty();
+      // Data left unread (a read budget ran out) or room to send: no edge will announce it,
+      // so sleeping now would wait for the timeout.
+      ready |= (sp->readable && sp->rx != Stream::Rx::kStalled) ||
+               (sp->writable && !sp->txq.empty());
+    }
   }
+  if (ready) timeout_ms = 0;
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().
   // Every 64th poll still asks epoll (listener, hang-ups, writability).
   if (timeout_ms == 0 && nstreams > 0 && nstreams <= kDirectStreams && !tx &&
