@@ -148,6 +148,7 @@ int run(const Options& o) {
 #else
   ring_note = " (ring allreduce not built: lib/coll is disabled in this build)";
 #endif
+  if (Status st = leave(*l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
   if (l->rank != o.servers) return 0;
   std::printf("# gw-ps-perf: %s, %d server(s), %d worker(s), float32 sum, median of %d "
               "iterations%s\n",

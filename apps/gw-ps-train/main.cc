@@ -191,6 +191,7 @@ int run(const Options& o) {
       }
     }
   }
+  if (Status st = leave(*l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
   if (l->rank != o.servers) return 0;
   print_table(o, workers, results);
   std::vector<Series> series;

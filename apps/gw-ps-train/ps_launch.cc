@@ -37,6 +37,14 @@ Result<std::unique_ptr<Group>> make_group(const Launched& l, const std::string& 
   return Group::create(l.store, std::move(t), l.rank, l.size, timeout, prefix);
 }
 
+Status leave(const Launched& l, Nanos timeout) {
+  GW_RETURN_IF_ERROR(l.store->set("exit/" + std::to_string(l.rank), "1"));
+  if (l.rank != 0) return Status();
+  std::vector<std::string> keys;
+  for (int r = 0; r < l.size; ++r) keys.push_back("exit/" + std::to_string(r));
+  return l.store->wait(keys, timeout);
+}
+
 namespace {
 
 Result<uint16_t> free_port() {

@@ -35,6 +35,10 @@ int spawn_local(int ranks, char** argv, Nanos grace);
 Result<std::unique_ptr<Group>> make_group(const Launched& l, const std::string& spec,
                                           const std::string& prefix, Nanos timeout);
 
+/// Before exiting: say so in the store and, on rank 0 (which serves the store), wait until
+/// every rank has, so no rank loses the store while it still needs it.
+Status leave(const Launched& l, Nanos timeout);
+
 /// Print "<app>: <status>" on stderr and return 1.
 int fail(const char* app, const Status& st);
 

@@ -225,7 +225,15 @@ Status PsServer::serve(Nanos timeout) {
   Deadline dl(timeout);
   Completion c[64];
   while (!m.all_done()) {
-    if (!m.error_.ok()) return m.error_;
+    if (!m.error_.ok()) {
+      // Tell the workers why this server stops, before its connections close.
+      for (int r = m.s_.o.servers; r < m.g_.size(); ++r) {
+        if (m.g_.endpoint(r).status().ok())
+          (void)m.send_error(r, m.error_.code(), m.error_.message());
+      }
+      (void)m.say_bye([](int) { return uint64_t{0}; }, Millis(1000));
+      return m.error_;
+    }
     if (dl.expired()) {
       std::string running;
       for (int r = m.s_.o.servers; r < m.g_.size(); ++r) {

@@ -124,7 +124,6 @@ std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) 
 Status PsServer::Impl::check_tables() {
   Deadline dl(s_.o.timeout);
   std::vector<uint8_t> got(static_cast<size_t>(g_.size()), 0);
-  std::string bad;
   int n_got = 0;
   Completion c[32];
   while (n_got < workers_) {
@@ -161,17 +160,15 @@ Status PsServer::Impl::check_tables() {
         ++n_got;
       }
       if (why.empty()) continue;
-      if (bad.empty()) bad = why;
+      // Tell every worker (the culprit last, as it will exit) and give up.
+      for (int q = s_.o.servers; q < g_.size(); ++q)
+        if (q != r) (void)send_error(q, Code::kInvalidArgument, why);
       (void)send_error(r, Code::kInvalidArgument, why);
+      // Let the replies leave before the caller tears the group down.
+      (void)say_bye([](int) { return uint64_t{0}; },
+                    std::min<Nanos>(dl.remaining(), Millis(2000)));
+      return Status(Code::kInvalidArgument, why);
     }
-  }
-  if (!bad.empty()) {
-    for (int r = s_.o.servers; r < g_.size(); ++r) {
-      (void)send_error(r, Code::kInvalidArgument, bad);
-    }
-    // Let the replies leave before the caller tears the group down.
-    (void)say_bye([](int) { return uint64_t{0}; }, std::min<Nanos>(dl.remaining(), Millis(2000)));
-    return Status(Code::kInvalidArgument, bad);
   }
   CtrlMsg ok;
   ok.type = static_cast<uint8_t>(MsgType::kHelloOk);

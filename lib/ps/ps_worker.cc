@@ -32,6 +32,7 @@ struct PsWorker::Impl final : ps::PsPeer {
   void complete(Req& r, Status st);
   void fail_all();
   std::string req_desc(const Req& r) const;
+  Status peer_error(const Req& r, const Completion& c, const char* dir) const;
 
   std::vector<Req> reqs_;
   std::vector<uint32_t> free_;
@@ -123,6 +124,15 @@ void PsWorker::Impl::on_ctrl(int peer, const CtrlMsg& m, size_t) {
   fail(st);  // not about a request (key table, a bad push): the worker is broken
 }
 
+// A request failed with its endpoint: the worker's sticky error if it has one (a server's
+// account of what went wrong comes before its connection closes), else the endpoint's.
+Status PsWorker::Impl::peer_error(const Req& r, const Completion& c, const char* dir) const {
+  if (!error_.ok()) return error_;
+  return Status(Code::kRemoteError, me_ + ": " + req_desc(r) + " " + dir + " " +
+                                        who(static_cast<int>(c.peer_id)) + " failed: " +
+                                        (c.ep ? c.ep->status().to_string() : "endpoint error"));
+}
+
 void PsWorker::Impl::dispatch(const Completion& c) {
   if (handle_common(c)) return;
   WrKind k = ps::wr_kind(c.wr_id);
@@ -130,11 +140,7 @@ void PsWorker::Impl::dispatch(const Completion& c) {
   if (k == WrKind::kPush) {
     Req& r = reqs_[idx];
     if (!r.used) return;
-    if (c.code != Code::kOk && r.st.ok()) {
-      r.st = Status(Code::kRemoteError, me_ + ": " + req_desc(r) + " to " +
-                                            who(static_cast<int>(c.peer_id)) + " failed: " +
-                                            (c.ep ? c.ep->status().to_string() : "send error"));
-    }
+    if (c.code != Code::kOk && r.st.ok()) r.st = peer_error(r, c, "to");
     if (--r.parts_left == 0) r.done = true;
   } else if (k == WrKind::kPull) {
     Req& r = reqs_[idx >> 24];
@@ -151,8 +157,7 @@ void PsWorker::Impl::dispatch(const Completion& c) {
       }
       r.need_reason = true;
     } else if (c.code != Code::kOk && r.st.ok()) {
-      r.st = Status(Code::kRemoteError, me_ + ": " + req_desc(r) + " from " +
-                                            who(static_cast<int>(c.peer_id)) + " failed");
+      r.st = peer_error(r, c, "from");
     }
     if (--r.parts_left == 0 && (!r.need_reason || !r.st.ok())) r.done = true;
   }

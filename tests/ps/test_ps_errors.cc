@@ -45,6 +45,7 @@ TEST(PsErrors, UnknownKeyAndSizeMismatchAtTheWorker) {
 
 void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec> bad_keys,
                            PsOptions bad_opts, const std::vector<std::string>& words) {
+  std::atomic<int> returned{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(1, Consistency::kBsp);
     Status st;
@@ -57,6 +58,9 @@ void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec
     }
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << "rank " << rank << ": " << st.to_string();
     for (const auto& w : words) EXPECT_TRUE(has(st, w)) << "rank " << rank << ": " << st.to_string();
+    // Stay connected until all have their answer: an exiting rank is a failure to the others.
+    ++returned;
+    while (returned.load() < 3) std::this_thread::sleep_for(Millis(1));
   });
 }
 
@@ -188,7 +192,7 @@ TEST(PsErrors, ServerAnswersBadRequestsAndKeepsServing) {
 
 TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
   std::vector<KeySpec> keys{{1, 64}};
-  std::atomic<bool> pulling{false};
+  std::atomic<bool> pulling{false}, server_done{false};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(1, Consistency::kBsp);
     if (rank == 0) {
@@ -197,6 +201,7 @@ TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
       Status st = (*s)->serve(kTimeout);
       EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
       EXPECT_TRUE(has(st, "worker rank 2 failed")) << st.to_string();
+      server_done = true;
       return;
     }
     auto w = PsWorker::create(*g, keys, o);
@@ -219,6 +224,8 @@ TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
     EXPECT_TRUE(has(st, "worker rank 2 failed")) << st.to_string();
     EXPECT_EQ((*w)->status().code(), Code::kRemoteError);
     EXPECT_EQ((*w)->push(1, v).status().code(), Code::kRemoteError) << "sticky";
+    // Stay until the server has seen rank 2 go (our own exit would be a second failure).
+    while (!server_done.load()) std::this_thread::sleep_for(Millis(1));
   });
 }
 
