@@ -1,0 +1,285 @@
+// RdmaEndpoint: queue pair set-up and posting.
+#include "rdma_endpoint.h"
+
+#include <random>
+
+#include "log.h"
+
+namespace gw::drv::rdma {
+namespace {
+
+// The driver's handle of a caller's registration: shares a cache entry.
+class RdmaMrHandle final : public MrHandle {
+ public:
+  RdmaMrHandle(RegCache* c, RegCache::Entry* e, void* addr, size_t len)
+      : cache_(c), entry_(e), addr_(addr), len_(len) {}
+  ~RdmaMrHandle() override {
+    cache_->release(entry_);
+    cache_->invalidate(addr_, len_);  // the caller may free this memory now
+  }
+  RegCache::Entry* entry() const { return entry_; }
+
+ private:
+  RegCache* cache_;
+  RegCache::Entry* entry_;
+  void* addr_;
+  size_t len_;
+};
+
+}  // namespace
+
+Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind) {
+  if (len == 0) return MemoryRegion(addr, 0, kind, 0, nullptr);
+  GW_ASSIGN_OR_RETURN(RegCache::Entry * e, cache.acquire(addr, len));
+  return MemoryRegion(addr, len, kind, e->mr->rkey,
+                      std::make_unique<RdmaMrHandle>(&cache, e, addr, len));
+}
+
+RegCache::Entry* region_entry(const MemoryRegion* mr) {
+  auto* h = mr ? static_cast<RdmaMrHandle*>(mr->handle()) : nullptr;
+  return h ? h->entry() : nullptr;
+}
+
+RdmaEndpoint::RdmaEndpoint(RdmaTransport* t, uint32_t id) : t_(t), id_(id) {
+  ctrl_item_.kind = PollItem::kCtrl;
+  ctrl_item_.ep = this;
+}
+
+RdmaEndpoint::~RdmaEndpoint() {
+  t_->endpoint_gone(this);
+  qp_.reset();  // before the memory it points at is deregistered
+  for (auto& s : sends_)
+    if (s.used && s.reg) t_->regcache().release(s.reg);
+  for (auto& r : rndv_)
+    if (r.used && r.reg) t_->regcache().release(r.reg);
+  for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
+}
+
+Status RdmaEndpoint::create() {
+  const Options& o = t_->opts();
+  const std::string& dev = t_->dev().name;
+  slot_bytes_ = (sizeof(MsgHdr) + o.eager_bytes + 63) / 64 * 64;
+  rx_mem_.reset(new uint8_t[slot_bytes_ * o.recv_depth]);
+  tx_mem_.reset(new uint8_t[slot_bytes_ * o.sq_depth]);
+  credit_ = std::make_unique<CreditWords>();
+  credit_->peer_posted = 0;
+  credit_->my_posted = 0;
+  auto reg = [&](void* p, size_t n, int access, MrPtr* out) -> Status {
+    out->reset(ibv_reg_mr(t_->pd(), p, n, access));
+    if (*out) return Status();
+    int err = errno;
+    return Status(err == ENOMEM || err == EPERM ? Code::kResourceExhausted : Code::kSystemError,
+                  "rdma: ibv_reg_mr(" + std::to_string(n) + " bytes of buffers) on " + dev +
+                      " failed (raise the locked-memory limit: `ulimit -l unlimited`)",
+                  err);
+  };
+  GW_RETURN_IF_ERROR(reg(rx_mem_.get(), slot_bytes_ * o.recv_depth, IBV_ACCESS_LOCAL_WRITE,
+                         &rx_mr_));
+  GW_RETURN_IF_ERROR(reg(tx_mem_.get(), slot_bytes_ * o.sq_depth, 0, &tx_mr_));
+  GW_RETURN_IF_ERROR(reg(credit_.get(), sizeof(CreditWords),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &credit_mr_));
+
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = t_->verbs_cq();
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = o.sq_depth;
+  qa.cap.max_recv_wr = o.recv_depth;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = o.max_inline;
+  qp_.reset(ibv_create_qp(t_->pd(), &qa));
+  if (!qp_ && o.max_inline > 0) {  // the device may not inline that much
+    qa.cap.max_inline_data = 0;
+    qp_.reset(ibv_create_qp(t_->pd(), &qa));
+  }
+  if (!qp_) {
+    return Status(Code::kResourceExhausted,
+                  "rdma: ibv_create_qp on " + dev + " (send " + std::to_string(o.sq_depth) +
+                      ", receive " + std::to_string(o.recv_depth) + " work requests) failed",
+                  errno);
+  }
+  max_inline_ = qa.cap.max_inline_data;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = static_cast<uint8_t>(t_->dev().port);
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(qp_.get(), &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    return Status(Code::kSystemError, "rdma: QP to INIT on " + dev, errno);
+  std::random_device rd;
+  psn_ = rd() & 0xFFFFFF;
+
+  sends_.resize(o.max_outstanding);
+  for (uint32_t i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
+  rndv_.resize(2 * size_t{o.max_outstanding});
+  for (uint32_t i = 2 * o.max_outstanding; i-- > 0;) free_rndv_.push_back(i);
+  for (uint32_t i = o.sq_depth; i-- > 0;) free_tx_.push_back(i);
+  recvs_.init(o.max_outstanding);
+  txq_.init(6 * size_t{o.max_outstanding} + 16);
+  for (uint32_t i = 0; i < o.recv_depth; ++i) repost(i);
+  if (failed()) return error_;
+  return Status();
+}
+
+Hello RdmaEndpoint::local_hello(uint64_t key) const {
+  const DeviceChoice& d = t_->dev();
+  Hello h;
+  h.key = key;
+  h.lid = d.lid;
+  h.qpn = qp_->qp_num;
+  h.psn = psn_;
+  std::memcpy(h.gid, d.gid.raw, 16);
+  h.mtu = static_cast<uint8_t>(d.mtu);
+  h.recv_depth = t_->opts().recv_depth;
+  h.eager_bytes = t_->opts().eager_bytes;
+  h.credit_rkey = credit_mr_->rkey;
+  h.credit_addr = reinterpret_cast<uintptr_t>(credit_.get());
+  return h;
+}
+
+Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
+  const DeviceChoice& d = t_->dev();
+  const Options& o = t_->opts();
+  if (r.magic != kHelloMagic || r.version != kWireVersion || r.recv_depth == 0 ||
+      r.mtu < IBV_MTU_256 || r.mtu > IBV_MTU_4096) {
+    return Status(Code::kProtocolError,
+                  "rdma: malformed hello from " + who + " (magic " + std::to_string(r.magic) +
+                      ", version " + std::to_string(r.version) + ")");
+  }
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = std::min(d.mtu, static_cast<ibv_mtu>(r.mtu));
+  a.dest_qp_num = r.qpn & 0xFFFFFF;
+  a.rq_psn = r.psn & 0xFFFFFF;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = static_cast<uint8_t>(d.port);
+  a.ah_attr.dlid = r.lid;
+  if (d.roce || r.lid == 0) {
+    a.ah_attr.is_global = 1;
+    std::memcpy(a.ah_attr.grh.dgid.raw, r.gid, 16);
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(d.gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  if (ibv_modify_qp(qp_.get(), &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+    return Status(Code::kSystemError,
+                  "rdma: QP to RTR toward " + who + " (QPN " + std::to_string(r.qpn) +
+                      ", GID " + gid_to_string(*reinterpret_cast<const ibv_gid*>(r.gid)) + ")",
+                  errno);
+  }
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = o.qp_timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.sq_psn = psn_;
+  a.max_rd_atomic = 1;
+  if (ibv_modify_qp(qp_.get(), &a,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    return Status(Code::kSystemError, "rdma: QP to RTS toward " + who, errno);
+  eager_limit_ = std::min(o.eager_bytes, r.eager_bytes);
+  peer_posted_ = r.recv_depth;
+  credit_->peer_posted = r.recv_depth;
+  peer_credit_addr_ = r.credit_addr;
+  peer_credit_rkey_ = r.credit_rkey;
+  return Status();
+}
+
+void RdmaEndpoint::bind(const ConnectParams& p, Fd ctrl) {
+  peer_id_ = p.peer_id;
+  peer_name_ = p.peer_name.empty() ? "peer " + std::to_string(p.peer_id) : p.peer_name;
+  bound_ = true;
+  if (ctrl) ctrl_ = std::move(ctrl);
+  if (ctrl_) t_->watch_ctrl(this, ctrl_.get());
+}
+
+Status RdmaEndpoint::check_send(const SendRequest& r) const {
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "rdma: send of " + std::to_string(r.len) +
+                                              " bytes from null to " + peer_name_);
+  if (r.tag == kAnyTag)
+    return Status(Code::kInvalidArgument, "rdma: kAnyTag is for receives only");
+  if (r.len > t_->properties().max_message_size)
+    return Status(Code::kInvalidArgument, "rdma: send of " + std::to_string(r.len) +
+                                              " bytes exceeds rdma.max_message_bytes");
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument, "rdma: send buffer is not inside its MemoryRegion");
+  return Status();
+}
+
+Status RdmaEndpoint::check_recv(const RecvRequest& r) const {
+  if (r.buf == nullptr && r.len > 0)
+    return Status(Code::kInvalidArgument, "rdma: receive of " + std::to_string(r.len) +
+                                              " bytes into null from " + peer_name_);
+  if (r.mr && !r.mr->contains(r.buf, r.len))
+    return Status(Code::kInvalidArgument,
+                  "rdma: receive buffer is not inside its MemoryRegion");
+  return Status();
+}
+
+Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
+  if (failed()) return error_;
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const SendRequest& r = reqs[n];
+    Status st = check_send(r);
+    if (!st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if (free_sends_.empty() || txq_.full()) break;
+    TxItem it;
+    it.tag = r.tag;
+    it.len = r.len;
+    uint32_t s = free_sends_.back();
+    SendSlot& slot = sends_[s];
+    slot = SendSlot{};
+    slot.req = r;
+    if (r.len > eager_limit_) {
+      RegCache::Entry* e = region_entry(r.mr);
+      if (!e) {
+        auto got = t_->regcache().acquire(r.buf, r.len);
+        if (!got.ok()) {
+          if (n == 0) return got.status();
+          break;
+        }
+        e = slot.reg = *got;
+      }
+      slot.lkey = e->mr->lkey;
+      slot.awaiting_cts = true;
+      it.type = MsgType::kRts;
+    }
+    free_sends_.pop_back();
+    slot.used = true;
+    it.id = s;
+    txq_.push(it);
+  }
+  flush();
+  return n;
+}
+
+Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
+  if (failed()) return error_;
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    Status st = check_recv(r);
+    if (!st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if (recvs_.full()) break;
+    int u = find_unexpected(r.tag);
+    if (u >= 0) {
+      take_unexpected(u, r);
+      continue;
+    }
+    recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+  }
+  flush();
+  return n;
+}
+
+}  // namespace gw::drv::rdma

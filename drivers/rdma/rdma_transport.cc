@@ -1,0 +1,561 @@
+// RdmaTransport: configuration, device resources, control listener, connection set-up,
+// progress loop, registration.
+#include "rdma_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "gw_transport_driver.h"
+#include "log.h"
+#include "rdma_endpoint.h"
+#include "rdma_gpu.h"
+
+namespace gw::drv::rdma {
+namespace {
+
+constexpr int kMaxPending = 256;
+constexpr int kPollBatch = 32;
+
+Result<std::unique_ptr<Transport>> open_rdma(const Config& cfg) {
+  return RdmaTransport::open(cfg);
+}
+
+}  // namespace
+
+GW_REGISTER_DRIVER(
+    rdma, 30, open_rdma,
+    {"rdma.dev", ConfigType::kString, "", "device by name, e.g. rxe0 (empty: first active)"},
+    {"rdma.port", ConfigType::kInt, "0", "port number (0: first active)"},
+    {"rdma.gid_index", ConfigType::kInt, "-1",
+     "GID index (-1: a RoCE v2 GID with an IPv4 address, else any RoCE v2, else 0)"},
+    {"rdma.ctrl_iface", ConfigType::kString, "",
+     "interface of the TCP control connection (empty: the GID's IPv4 address, else as tcp)"},
+    {"rdma.eager_bytes", ConfigType::kInt, "8192",
+     "largest message sent eagerly; larger ones use rendezvous (RDMA WRITE with immediate)"},
+    {"rdma.recv_depth", ConfigType::kInt, "128", "receive buffers per queue pair (credits)"},
+    {"rdma.sq_depth", ConfigType::kInt, "256", "send work requests per queue pair"},
+    {"rdma.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
+    {"rdma.max_inline", ConfigType::kInt, "256", "inline data asked of the device (bytes)"},
+    {"rdma.write_chunk_bytes", ConfigType::kInt, "1048576", "bytes per RDMA WRITE"},
+    {"rdma.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
+    {"rdma.unexpected_bytes", ConfigType::kInt, "67108864",
+     "eager messages held before their receives are posted; beyond it the endpoint fails"},
+    {"rdma.qp_timeout", ConfigType::kInt, "16",
+     "local ACK timeout exponent: 4.096 us * 2^n (1..30)"},
+    {"rdma.retry_cnt", ConfigType::kInt, "7", "transport retries before a send fails (0..7)"},
+    {"rdma.rnr_retry", ConfigType::kInt, "6",
+     "receiver-not-ready retries (0..6; 7 would mean forever and is refused)"},
+    {"rdma.reg_cache_entries", ConfigType::kInt, "256", "registrations kept in the cache"},
+    {"rdma.hello_timeout_ms", ConfigType::kInt, "5000",
+     "an accepted control connection must send its hello within this time"},
+    {"rdma.gpu", ConfigType::kString, "auto",
+     "CUDA memory: auto, dmabuf, peermem or staging (pinned host buffers)"},
+    {"rdma.gpu_strict", ConfigType::kBool, "false",
+     "refuse CUDA memory instead of staging it when no GPUDirect path exists"});
+
+Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
+  std::unique_ptr<RdmaTransport> t(new RdmaTransport());
+  GW_RETURN_IF_ERROR(t->init(cfg));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+Status RdmaTransport::init(const Config& cfg) {
+  log_ = log::get("gw.drv.rdma");
+  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
+  auto range = [&](const char* k, int64_t lo, int64_t hi, const char* why) -> Result<int64_t> {
+    int64_t v = geti(k);
+    if (v < lo || v > hi) {
+      return Status(Code::kInvalidArgument, std::string(k) + " = " + std::to_string(v) +
+                                                " must be " + std::to_string(lo) + ".." +
+                                                std::to_string(hi) + why);
+    }
+    return v;
+  };
+  GW_ASSIGN_OR_RETURN(int64_t eager, range("rdma.eager_bytes", 0, 1 << 20, ""));
+  GW_ASSIGN_OR_RETURN(int64_t rd, range("rdma.recv_depth", 4, 1 << 15, ""));
+  GW_ASSIGN_OR_RETURN(int64_t sq, range("rdma.sq_depth", 4, 1 << 15, ""));
+  GW_ASSIGN_OR_RETURN(int64_t mo, range("rdma.max_outstanding", 1, 1 << 20, ""));
+  GW_ASSIGN_OR_RETURN(int64_t inl, range("rdma.max_inline", 0, 4096, ""));
+  GW_ASSIGN_OR_RETURN(int64_t chunk, range("rdma.write_chunk_bytes", 4096, 1 << 30, ""));
+  GW_ASSIGN_OR_RETURN(int64_t to, range("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
+  GW_ASSIGN_OR_RETURN(int64_t rc, range("rdma.retry_cnt", 0, 7, ""));
+  GW_ASSIGN_OR_RETURN(int64_t rnr,
+                      range("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
+  GW_ASSIGN_OR_RETURN(int64_t rce, range("rdma.reg_cache_entries", 1, 1 << 20, ""));
+  opts_.eager_bytes = static_cast<uint32_t>(eager);
+  opts_.recv_depth = static_cast<uint32_t>(rd);
+  opts_.sq_depth = static_cast<uint32_t>(sq);
+  opts_.max_outstanding = static_cast<uint32_t>(mo);
+  opts_.max_inline = static_cast<uint32_t>(inl);
+  opts_.write_chunk = static_cast<uint64_t>(chunk);
+  opts_.qp_timeout = static_cast<uint8_t>(to);
+  opts_.retry_cnt = static_cast<uint8_t>(rc);
+  opts_.rnr_retry = static_cast<uint8_t>(rnr);
+  opts_.unexpected_bytes = static_cast<uint64_t>(geti("rdma.unexpected_bytes"));
+  opts_.hello_timeout_ms = static_cast<int>(geti("rdma.hello_timeout_ms"));
+
+  DeviceWish wish{cfg.get_string("rdma.dev").value(), static_cast<int>(geti("rdma.port")),
+                  static_cast<int>(geti("rdma.gid_index"))};
+  GW_ASSIGN_OR_RETURN(dev_, open_device(wish));
+  GW_RETURN_IF_ERROR(init_verbs());
+  regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, static_cast<size_t>(rce));
+
+  // Control listener: on the GID's IPv4 address when it has one.
+  std::string iface = cfg.get_string("rdma.ctrl_iface").value();
+  if (dev_.ipv4 != 0 && iface.empty()) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ctrl_local_.ss);
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = dev_.ipv4;
+    ctrl_local_.len = sizeof(sockaddr_in);
+  } else {
+    GW_ASSIGN_OR_RETURN(auto local, tcp::choose_local(iface, "", "auto"));
+    ctrl_local_ = local.addr;
+  }
+  GW_ASSIGN_OR_RETURN(listen_fd_, tcp::listen_on(ctrl_local_, 1024));
+  epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epfd_ || !wake_fd_) return Status(Code::kSystemError, "rdma: epoll/eventfd", errno);
+  auto watch = [&](int fd, PollItem* item) -> Status {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = item;
+    if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      return Status(Code::kSystemError, "rdma: epoll_ctl", errno);
+    return Status();
+  };
+  GW_RETURN_IF_ERROR(watch(listen_fd_.get(), &listen_item_));
+  GW_RETURN_IF_ERROR(watch(channel_->fd, &channel_item_));
+  GW_RETURN_IF_ERROR(watch(wake_fd_.get(), &wake_item_));
+
+  uint8_t payload[32];
+  size_t n = tcp::encode_addr(ctrl_local_, payload);
+  GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
+  GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
+  gpu_path_ = gpu.name;
+  props_.name = "rdma";
+  props_.device = dev_.name;
+  props_.link_speed_mbps = dev_.speed_mbps;
+  props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
+  if (gpu.zero_copy) props_.zero_copy_kinds.push_back(MemKind::kCudaDevice);
+  props_.max_message_size = static_cast<size_t>(geti("rdma.max_message_bytes"));
+  props_.one_sided = true;
+  props_.requires_registration = false;  // unregistered buffers go through the cache
+  props_.max_outstanding = opts_.max_outstanding;
+  done_.resize(1024);
+  any_.init(opts_.max_outstanding);
+  stash_.resize(kPollBatch);
+  log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}",
+             dev_.name, dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why,
+             mtu_bytes(dev_.mtu), ctrl_local_.to_string(), gpu.why);
+  return Status();
+}
+
+Status RdmaTransport::init_verbs() {
+  pd_.reset(ibv_alloc_pd(dev_.ctx.get()));
+  if (!pd_) return Status(Code::kSystemError, "rdma: ibv_alloc_pd on " + dev_.name, errno);
+  channel_.reset(ibv_create_comp_channel(dev_.ctx.get()));
+  if (!channel_)
+    return Status(Code::kSystemError, "rdma: ibv_create_comp_channel on " + dev_.name, errno);
+  int fl = ::fcntl(channel_->fd, F_GETFL);
+  ::fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK);
+  cq_size_ = std::min(dev_.attr.max_cqe, 65536);
+  cq_verbs_.reset(ibv_create_cq(dev_.ctx.get(), cq_size_, nullptr, channel_.get(), 0));
+  if (!cq_verbs_) {
+    return Status(Code::kSystemError,
+                  "rdma: ibv_create_cq(" + std::to_string(cq_size_) + ") on " + dev_.name, errno);
+  }
+  return Status();
+}
+
+RdmaTransport::~RdmaTransport() {
+  parked_.clear();
+  if (cq_verbs_ && armed_) {
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    if (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+  }
+}
+
+Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
+                                                         Deadline deadline) {
+  const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
+  if (p.remote.driver() != "rdma" || p.remote.version() != 1) {
+    return Status(Code::kInvalidArgument, "rdma: address of " + who + " is for driver '" +
+                                              std::string(p.remote.driver()) +
+                                              "' (both sides must use the same transport)");
+  }
+  GW_ASSIGN_OR_RETURN(SockAddr remote,
+                      tcp::decode_addr(p.remote.payload().data(), p.remote.payload().size()));
+  const int per_ep = static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  if (!p.active) {
+    Completion none[1];
+    for (;;) {
+      auto it = parked_.find(p.key);
+      if (it != parked_.end()) {
+        std::unique_ptr<RdmaEndpoint> ep = std::move(it->second);
+        parked_.erase(it);
+        ep->bind(p, Fd());
+        log_->debug("rdma: {} connected (QPN {})", who, ep->qp_->qp_num);
+        return std::unique_ptr<Endpoint>(std::move(ep));
+      }
+      if (deadline.expired()) {
+        return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
+                                          ") did not connect to " + ctrl_local_.to_string() +
+                                          " in time; is it running and using the same store?");
+      }
+      GW_RETURN_IF_ERROR(progress({none, 0}).status());
+      pollfd pf{epfd_.get(), POLLIN, 0};
+      ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
+    }
+  }
+  if (cq_used_ + per_ep > cq_size_) {
+    return Status(Code::kResourceExhausted,
+                  "rdma: completion queue of " + std::to_string(cq_size_) +
+                      " entries is full; lower rdma.recv_depth / rdma.sq_depth");
+  }
+  auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
+  eps_.push_back(ep.get());
+  cq_used_ += per_ep;
+  GW_RETURN_IF_ERROR(ep->create());
+  auto fd = tcp::dial(SockAddr{}, remote, tcp::StreamOptions{}, deadline);
+  if (!fd.ok()) return fd.status().with_context("rdma: control connection to " + who);
+  Hello mine = ep->local_hello(p.key), theirs;
+  GW_RETURN_IF_ERROR(
+      tcp::write_all(fd->get(), &mine, sizeof mine, deadline).with_context("rdma: hello to " + who));
+  GW_RETURN_IF_ERROR(wait_reply(fd->get(), &theirs, who, deadline));
+  if (theirs.reject) {
+    return Status(Code::kUnavailable, "rdma: " + who + " refused the connection (see its log)");
+  }
+  GW_RETURN_IF_ERROR(ep->connect_qp(theirs, who));
+  ep->bind(p, std::move(*fd));
+  log_->debug("rdma: connected to {} (QPN {} -> {})", who, ep->qp_->qp_num, theirs.qpn);
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+// Reads the passive side's hello, answering other ranks' hellos meanwhile.
+Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who,
+                                 Deadline deadline) {
+  size_t got = 0;
+  Completion none[1];
+  while (got < sizeof *reply) {
+    ssize_t r = ::recv(fd, reinterpret_cast<uint8_t*>(reply) + got, sizeof *reply - got,
+                       MSG_DONTWAIT);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+      return Status(Code::kUnavailable, "rdma: " + who + " closed the control connection "
+                                        "before answering (it refused the hello; see its log)");
+    }
+    if (deadline.expired())
+      return Status(Code::kTimeout, "rdma: " + who + " did not answer the hello in time");
+    GW_RETURN_IF_ERROR(progress({none, 0}).status());
+    pollfd pf[2] = {{fd, POLLIN, 0}, {epfd_.get(), POLLIN, 0}};
+    ::poll(pf, 2, std::min(10, deadline.remaining_ms()));
+  }
+  return Status();
+}
+
+void RdmaTransport::accept_pending() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    if (pending_.size() >= kMaxPending) {
+      ::close(fd);
+      ++counters_.rejected_conns;
+      continue;
+    }
+    auto pc = std::make_unique<PendingConn>();
+    pc->kind = PollItem::kPending;
+    pc->fd = Fd(fd);
+    pc->since = Clock::now();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = static_cast<PollItem*>(pc.get());
+    ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
+    pending_.push_back(std::move(pc));
+    read_hello(pending_.back().get());
+  }
+}
+
+void RdmaTransport::read_hello(PendingConn* pc) {
+  ssize_t r = ::recv(pc->fd.get(), reinterpret_cast<uint8_t*>(&pc->hello) + pc->got,
+                     sizeof(Hello) - pc->got, MSG_DONTWAIT);
+  const char* why = nullptr;
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+    why = "closed before sending its hello";
+  } else if (r > 0) {
+    pc->got += static_cast<size_t>(r);
+    if (pc->got < sizeof(Hello)) return;
+    if (pc->hello.magic != kHelloMagic || pc->hello.version != kWireVersion)
+      why = "not a gradwire rdma hello (wrong magic or version)";
+  } else {
+    return;
+  }
+  ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, pc->fd.get(), nullptr);
+  auto it = std::find_if(pending_.begin(), pending_.end(),
+                         [pc](auto& u) { return u.get() == pc; });
+  std::unique_ptr<PendingConn> owned = std::move(*it);
+  pending_.erase(it);
+  if (why) {
+    ++counters_.rejected_conns;
+    log_->warn("rdma: rejected a control connection: {}", why);
+    return;
+  }
+  answer(std::move(owned));
+}
+
+// Passive side: make the QP, connect it, reply, and park it until connect() asks for the key.
+void RdmaTransport::answer(std::unique_ptr<PendingConn> pc) {
+  const Hello& h = pc->hello;
+  const std::string who = "the peer with key " + std::to_string(h.key);
+  auto refuse = [&](const Status& st) {
+    ++counters_.rejected_conns;
+    log_->warn("rdma: refused a connection: {}", st.to_string());
+  };
+  if (parked_.count(h.key)) return refuse(Status(Code::kProtocolError, "duplicate key"));
+  const int per_ep = static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  if (cq_used_ + per_ep > cq_size_)
+    return refuse(Status(Code::kResourceExhausted, "completion queue full"));
+  auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
+  eps_.push_back(ep.get());
+  cq_used_ += per_ep;
+  Status st = ep->create();
+  if (st.ok()) st = ep->connect_qp(h, who);
+  if (!st.ok()) return refuse(st);
+  Hello mine = ep->local_hello(h.key);
+  st = tcp::write_all(pc->fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
+  if (!st.ok()) return refuse(st);
+  ep->ctrl_ = std::move(pc->fd);
+  parked_.emplace(h.key, std::move(ep));
+}
+
+void RdmaTransport::expire_pending() {
+  auto limit = Millis(opts_.hello_timeout_ms);
+  for (size_t i = 0; i < pending_.size();) {
+    if (Clock::now() - pending_[i]->since < limit) {
+      ++i;
+      continue;
+    }
+    ++counters_.rejected_conns;
+    log_->warn("rdma: dropped a control connection that sent no hello within {} ms",
+               opts_.hello_timeout_ms);
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
+}
+
+void RdmaTransport::watch_ctrl(RdmaEndpoint* ep, int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.ptr = static_cast<PollItem*>(&ep->ctrl_item_);
+  ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
+}
+
+void RdmaTransport::service_events() {
+  epoll_event evs[16];
+  int n = ::epoll_wait(epfd_.get(), evs, 16, 0);
+  for (int i = 0; i < n; ++i) {
+    auto* item = static_cast<PollItem*>(evs[i].data.ptr);
+    switch (item->kind) {
+      case PollItem::kListener:
+        accept_pending();
+        break;
+      case PollItem::kChannel: {
+        ibv_cq* cq = nullptr;
+        void* ctx = nullptr;
+        while (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) {
+          ibv_ack_cq_events(cq, 1);
+          ++counters_.cq_events;
+          armed_ = false;
+        }
+        break;
+      }
+      case PollItem::kWake: {
+        uint64_t v;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &v, sizeof v);
+        break;
+      }
+      case PollItem::kPending:
+        read_hello(static_cast<PendingConn*>(item));
+        break;
+      case PollItem::kCtrl: {
+        RdmaEndpoint* ep = static_cast<CtrlItem*>(item)->ep;
+        char buf[64];
+        ssize_t r = ::recv(ep->ctrl_fd(), buf, sizeof buf, MSG_DONTWAIT);
+        if (r > 0) {
+          ep->fail(Status(Code::kProtocolError, "rdma: unexpected bytes from " +
+                                                    ep->peer_name() +
+                                                    " on its control connection"));
+        } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+          // Deliver what already arrived before reporting the peer gone.
+          ibv_wc wc[kPollBatch];
+          int k;
+          while ((k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc)) > 0)
+            for (int j = 0; j < k; ++j) handle_wc(wc[j]);
+          ep->fail(Status(Code::kUnavailable, "rdma: " + ep->peer_name() +
+                                                  " closed its control connection (process "
+                                                  "exited or endpoint destroyed)"));
+        }
+        break;
+      }
+    }
+  }
+  if (!pending_.empty()) expire_pending();
+}
+
+void RdmaTransport::handle_wc(const ibv_wc& wc) {
+  auto kind = static_cast<WrKind>(wc.wr_id >> 56);
+  uint32_t id = static_cast<uint32_t>(wc.wr_id >> 32) & 0xFFFFFF;
+  RdmaEndpoint* ep = id < eps_.size() ? eps_[id] : nullptr;
+  if (ep) ep->on_wc(wc, kind, static_cast<uint32_t>(wc.wr_id));
+}
+
+Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
+  ibv_wc wc[kPollBatch];
+  int n = 0;
+  if (stash_n_ > 0) {
+    for (size_t i = 0; i < stash_n_; ++i) handle_wc(stash_[i]);
+    n = static_cast<int>(stash_n_);
+    stash_n_ = 0;
+  }
+  int k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc);
+  if (k < 0) return Status(Code::kSystemError, "rdma: ibv_poll_cq on " + dev_.name, -k);
+  for (int i = 0; i < k; ++i) handle_wc(wc[i]);
+  n += k;
+  if (n == 0 && (armed_ || ++idle_polls_ % 32 == 0 || !pending_.empty())) service_events();
+  for (RdmaEndpoint* ep : eps_)
+    if (ep && ep->has_tx()) ep->flush();
+  size_t m = 0;
+  while (m < out.size() && done_size_ > 0) {
+    out[m++] = done_[done_head_];
+    done_head_ = (done_head_ + 1) % done_.size();
+    --done_size_;
+  }
+  return m;
+}
+
+int RdmaTransport::arm() {
+  if (!armed_ && stash_n_ == 0) {
+    if (ibv_req_notify_cq(cq_verbs_.get(), 0) == 0) armed_ = true;
+    // A completion that came before arming raises no event: take it now and wake the caller.
+    int k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, stash_.data());
+    if (k > 0) {
+      stash_n_ = static_cast<size_t>(k);
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
+    }
+  }
+  return epfd_.get();
+}
+
+void RdmaTransport::push_completion(const Completion& c) {
+  if (done_size_ == done_.size()) {  // grow: completions are never dropped
+    std::vector<Completion> bigger(done_.size() * 2);
+    for (size_t i = 0; i < done_size_; ++i) bigger[i] = done_[(done_head_ + i) % done_.size()];
+    done_.swap(bigger);
+    done_head_ = 0;
+  }
+  done_[(done_head_ + done_size_) % done_.size()] = c;
+  ++done_size_;
+}
+
+void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
+  if (ep->id() < eps_.size()) eps_[ep->id()] = nullptr;
+  cq_used_ -= static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  size_t kept = 0;
+  for (size_t i = 0; i < done_size_; ++i) {
+    const Completion& c = done_[(done_head_ + i) % done_.size()];
+    if (c.ep != ep) done_[(done_head_ + kept++) % done_.size()] = c;
+  }
+  done_size_ = kept;
+}
+
+int RdmaTransport::find_any(uint64_t tag, uint64_t before) const {
+  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
+    const AnyRecv& a = const_cast<SlotList<AnyRecv>&>(any_)[i];
+    if (a.post_seq > before) return -1;
+    if (a.req.tag == kAnyTag || a.req.tag == tag) return i;
+  }
+  return -1;
+}
+
+RecvRequest RdmaTransport::take_any(int i) {
+  RecvRequest r = any_[i].req;
+  any_.erase(i);
+  return r;
+}
+
+Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (r.buf == nullptr && r.len > 0) {
+      if (n == 0) return Status(Code::kInvalidArgument, "rdma: any-source receive into null");
+      break;
+    }
+    RdmaEndpoint* best = nullptr;
+    int best_u = -1;
+    for (RdmaEndpoint* ep : eps_) {
+      if (!ep || !ep->bound_ || ep->failed()) continue;
+      int u = ep->find_unexpected(r.tag);
+      if (u >= 0 && (!best || ep->arrival_of(u) < best->arrival_of(best_u))) {
+        best = ep;
+        best_u = u;
+      }
+    }
+    if (best) {
+      best->take_unexpected(best_u, r);
+      best->flush();
+      continue;
+    }
+    if (any_.full()) break;
+    any_.push_back(AnyRecv{r, next_post_seq()});
+  }
+  return n;
+}
+
+Result<MemoryRegion> RdmaTransport::register_memory(void* addr, size_t length, MemKind kind) {
+  if (addr == nullptr && length > 0) {
+    return Status(Code::kInvalidArgument,
+                  "rdma: register_memory(nullptr, " + std::to_string(length) + ") on " +
+                      dev_.name);
+  }
+  if (kind == MemKind::kCudaDevice) {
+    return Status(Code::kNotSupported,
+                  "rdma: CUDA device memory on " + dev_.name + ": " + gpu_path_ +
+                      "; register host or pinned (cuda-host) memory");
+  }
+  return make_region(*regcache_, addr, length, kind);
+}
+
+std::map<std::string, uint64_t> RdmaTransport::stats() const {
+  const auto& c = counters_;
+  size_t live = 0;
+  for (auto* ep : eps_) live += ep != nullptr;
+  return {{"bytes_sent", c.bytes_sent},           {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},             {"msgs_received", c.msgs_received},
+          {"eager_sent", c.eager_sent},           {"rndv_sent", c.rndv_sent},
+          {"inline_sends", c.inline_sends},       {"unexpected_msgs", c.unexpected_msgs},
+          {"unexpected_bytes_now", unexpected_used_},
+          {"truncated_recvs", c.truncated_recvs}, {"protocol_errors", c.protocol_errors},
+          {"rejected_conns", c.rejected_conns},   {"endpoint_errors", c.endpoint_errors},
+          {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
+          {"cq_events", c.cq_events},             {"endpoints", live},
+          {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
+          {"reg_cache_evictions", regcache_->evictions()},
+          {"reg_cache_invalidations", regcache_->invalidations()},
+          {"reg_cache_entries", regcache_->size()}};
+}
+
+Result<size_t> RdmaCq::poll(std::span<Completion> out) { return t_->progress(out); }
+
+int RdmaCq::wait_fd() const { return t_->arm(); }
+
+}  // namespace gw::drv::rdma

@@ -1,0 +1,169 @@
+/// @file rdma_transport.h
+/// RDMA verbs transport: one device/port/GID, one protection domain, one completion queue
+/// with a completion channel (so blocking waits sleep), one RC queue pair per peer.
+/// Connection set-up: the Address names a small TCP control listener; the active side dials
+/// it and both sides swap a Hello (QPN, PSN, GID, LID, MTU, credits). Any transport in a
+/// connect() call or in poll() answers incoming Hellos, so a Group's dial-all-then-accept
+/// order never deadlocks. The control connection stays open: its EOF reports a dead peer
+/// at once, the QP's bounded retries catch the rest.
+/// Thread-safety: none (one thread drives a transport and its endpoints).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gw_config.h"
+#include "gw_transport.h"
+#include "rdma_device.h"
+#include "rdma_regcache.h"
+#include "rdma_wire.h"
+#include "tcp_slots.h"
+#include "tcp_socket.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace gw::drv::rdma {
+
+using tcp::Fd;
+using tcp::Ring;
+using tcp::SlotList;
+using tcp::SockAddr;
+
+class RdmaTransport;
+class RdmaEndpoint;
+
+struct Options {
+  uint32_t eager_bytes = 0;     // largest eager payload; larger messages use rendezvous
+  uint32_t recv_depth = 0;      // receive buffers per QP (the peer's credits)
+  uint32_t sq_depth = 0;        // send work requests per QP
+  uint32_t max_outstanding = 0;
+  uint32_t max_inline = 0;
+  uint64_t write_chunk = 0;
+  uint64_t unexpected_bytes = 0;
+  uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
+  int hello_timeout_ms = 0;
+};
+
+/// What an epoll event points at.
+struct PollItem {
+  enum Kind : uint8_t { kListener, kChannel, kWake, kPending, kCtrl } kind;
+};
+
+/// An accepted control connection waiting for its Hello.
+struct PendingConn : PollItem {
+  Fd fd;
+  Hello hello{};
+  size_t got = 0;
+  Clock::time_point since;
+};
+
+/// The control connection of an endpoint (watched for EOF: the peer died).
+struct CtrlItem : PollItem {
+  RdmaEndpoint* ep = nullptr;
+};
+
+class RdmaCq final : public CompletionQueue {
+ public:
+  explicit RdmaCq(RdmaTransport* t) : t_(t) {}
+  Result<size_t> poll(std::span<Completion> out) override;
+  /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
+  int wait_fd() const override;
+
+ private:
+  RdmaTransport* t_;
+};
+
+/// Kinds of work request, in the top byte of wr_id: | kind 8 | endpoint 24 | index 32 |.
+enum class WrKind : uint8_t { kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5 };
+inline uint64_t make_wr(WrKind k, uint32_t ep, uint32_t idx) {
+  return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{ep & 0xFFFFFF} << 32) | idx;
+}
+
+class RdmaTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<Transport>> open(const Config& cfg);
+  ~RdmaTransport() override;
+
+  const TransportProperties& properties() const override { return props_; }
+  const Address& address() const override { return addr_; }
+  Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& p, Deadline deadline) override;
+  Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) override;
+  Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
+  CompletionQueue& cq() override { return cq_; }
+  std::map<std::string, uint64_t> stats() const override;
+
+  // --- used by RdmaEndpoint and the data path ---
+  Result<size_t> progress(std::span<Completion> out);
+  int arm();
+  const Options& opts() const { return opts_; }
+  const DeviceChoice& dev() const { return dev_; }
+  ibv_pd* pd() const { return pd_.get(); }
+  ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
+  RegCache& regcache() { return *regcache_; }
+  void push_completion(const Completion& c);
+  uint64_t next_post_seq() { return post_seq_++; }
+  uint64_t next_arrival() { return arrivals_++; }
+  void endpoint_gone(RdmaEndpoint* ep);
+  void watch_ctrl(RdmaEndpoint* ep, int fd);
+  /// Earliest any-source receive matching `tag` posted before `before`; -1 if none.
+  int find_any(uint64_t tag, uint64_t before) const;
+  RecvRequest take_any(int i);
+
+  struct AnyRecv {
+    RecvRequest req;
+    uint64_t post_seq;
+  };
+  struct Counters {
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
+    uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
+    uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
+    uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
+  } counters_;
+  uint64_t unexpected_used_ = 0;
+  std::shared_ptr<spdlog::logger> log_;
+
+ private:
+  RdmaTransport() : cq_(this) {}
+  Status init(const Config& cfg);
+  Status init_verbs();
+  void service_events();
+  void accept_pending();
+  void read_hello(PendingConn* pc);
+  void answer(std::unique_ptr<PendingConn> pc);
+  void expire_pending();
+  void handle_wc(const ibv_wc& wc);
+  Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
+
+  Options opts_;
+  DeviceChoice dev_;
+  TransportProperties props_;
+  Address addr_;
+  SockAddr ctrl_local_;
+  PdPtr pd_;
+  ChannelPtr channel_;
+  CqPtr cq_verbs_;
+  int cq_size_ = 0, cq_used_ = 0;
+  std::unique_ptr<RegCache> regcache_;
+  Fd epfd_, listen_fd_, wake_fd_;
+  PollItem listen_item_{PollItem::kListener}, channel_item_{PollItem::kChannel},
+      wake_item_{PollItem::kWake};
+  RdmaCq cq_;
+  bool armed_ = false;
+  uint32_t idle_polls_ = 0;
+  std::vector<ibv_wc> stash_;
+  size_t stash_n_ = 0;
+  std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
+  std::vector<std::unique_ptr<PendingConn>> pending_;
+  std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
+  std::vector<Completion> done_;  // ring of finished requests; grows, never drops
+  size_t done_head_ = 0, done_size_ = 0;
+  SlotList<AnyRecv> any_;
+  uint64_t post_seq_ = 0, arrivals_ = 0;
+  std::string gpu_path_;
+  friend class RdmaCq;
+};
+
+}  // namespace gw::drv::rdma

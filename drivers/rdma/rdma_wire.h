@@ -1,0 +1,63 @@
+/// @file rdma_wire.h
+/// What RDMA peers exchange. The control connection (TCP, set up through the Address) carries
+/// one Hello each way: the queue pair's coordinates and where the peer may write credit
+/// updates. Over the queue pair, every SEND starts with a MsgHdr. Little-endian hosts only
+/// (checked at compile time), as the rest of gradwire's wire formats.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace gw::drv::rdma {
+
+static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
+
+inline constexpr uint32_t kHelloMagic = 0x47574448;  // "HDWG"
+inline constexpr uint16_t kWireVersion = 1;
+
+/// Sent once each way on the control connection; the passive side answers the active one.
+struct Hello {
+  uint32_t magic = kHelloMagic;
+  uint16_t version = kWireVersion;
+  uint16_t lid = 0;
+  uint64_t key = 0;           ///< ConnectParams::key: pairs the hello with a connect() call
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint8_t gid[16] = {};
+  uint8_t mtu = 0;            ///< enum ibv_mtu of the sender's port
+  uint8_t reject = 0;         ///< passive side: nonzero = refused (see reason in the log)
+  uint16_t pad = 0;
+  uint32_t recv_depth = 0;    ///< receive buffers the sender posted: the peer's first credits
+  uint32_t eager_bytes = 0;   ///< payload capacity of each receive buffer
+  uint32_t credit_rkey = 0;   ///< where the peer RDMA-writes its credit counter
+  uint64_t credit_addr = 0;
+};
+static_assert(sizeof(Hello) == 64);
+
+enum class MsgType : uint8_t {
+  kEager = 1,  ///< header + payload
+  kRts = 2,    ///< rendezvous request: tag, len, id = sender's send slot
+  kCts = 3,    ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the buffer
+  kReject = 4, ///< the matching receive was too small: id = send slot (message dropped)
+};
+
+/// Header of every SEND on the queue pair.
+struct MsgHdr {
+  uint8_t type = 0;
+  uint8_t version = kWireVersion;
+  uint16_t pad = 0;
+  uint32_t posted = 0;  ///< receives the sender has posted so far (credits, wrapping)
+  uint32_t id = 0;
+  uint32_t id2 = 0;
+  uint64_t tag = 0;
+  uint64_t len = 0;
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint32_t pad2 = 0;
+};
+static_assert(sizeof(MsgHdr) == 48);
+
+/// Immediate data of a rendezvous RDMA WRITE: the receiver's slot.
+inline constexpr uint32_t kImmSlotMask = 0x00FFFFFF;
+
+}  // namespace gw::drv::rdma

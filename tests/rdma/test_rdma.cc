@@ -1,0 +1,299 @@
+// Suite 'rdma', run inside the soft-RoCE VM (run_in_vm.sh): the conformance exchanges on rxe0
+// with 2..4 ranks, the eager/rendezvous boundary, many outstanding requests, the registration
+// cache, bad registrations, bounded-retry settings, junk on the control port, a killed peer.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "conformance.h"
+#include "gw_config.h"
+#include "tcp_socket.h"
+
+namespace gw::conformance {
+namespace {
+
+namespace tcp = gw::drv::tcp;
+
+size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
+
+constexpr size_t kEager = 8192;  // rdma.eager_bytes default
+const TransportCase kRxe{"rxe", "rdma", "rdma:dev=rxe0"};
+const TransportCase kRxeSmallCache{"rxe_cache4", "rdma", "rdma:dev=rxe0,reg_cache_entries=4"};
+
+void require_rxe() {
+  auto t = Transport::open(kRxe.spec);
+  if (!t.ok() && t.status().code() == Code::kUnavailable)
+    GTEST_SKIP() << "no rxe0 here (run through tests/rdma/run_in_vm.sh): "
+                 << t.status().to_string();
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+}
+
+void run_and_verify(Exchange& x) {
+  Status s = x.run();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  x.verify();
+  EXPECT_TRUE(x.endpoint_errors().empty());
+}
+
+class RdmaRanks : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { require_rxe(); }
+};
+
+TEST_P(RdmaRanks, AllPairsAllSizes) {
+  const std::vector<size_t> sizes = {0, 1, 3, 255, 4097, kEager - 1, kEager, kEager + 1,
+                                     65537, (size_t{1} << 20) + 7};
+  run_ranks(kRxe, GetParam(), [&](Group& g) {
+    Exchange x(g);
+    for (int p = 0; p < g.size(); ++p) {
+      if (p == g.rank()) continue;
+      for (uint64_t k = 0; k < sizes.size(); ++k) {
+        x.recv(p, k, sizes[k] + (k % 2 ? 0 : 100), k, sizes[k]);
+        x.send(p, k, sizes[k], k);
+      }
+    }
+    run_and_verify(x);
+  });
+}
+INSTANTIATE_TEST_SUITE_P(Rxe, RdmaRanks, ::testing::Range(2, 5));
+
+class Rdma : public ::testing::Test {
+ protected:
+  void SetUp() override { require_rxe(); }
+};
+
+// eager_bytes - 1 and eager_bytes go eagerly, eager_bytes + 1 by rendezvous; counted.
+TEST_F(Rdma, EagerRendezvousBoundary) {
+  run_ranks(kRxe, 2, [&](Group& g) {
+    Exchange x(g);
+    int peer = 1 - g.rank();
+    const size_t sizes[] = {kEager - 1, kEager, kEager + 1};
+    for (uint64_t k = 0; k < 3; ++k) {
+      x.recv(peer, k, sizes[k], k, sizes[k]);
+      x.send(peer, k, sizes[k], k);
+    }
+    run_and_verify(x);
+    auto st = g.transport().stats();
+    EXPECT_EQ(st["eager_sent"], 2u);
+    EXPECT_EQ(st["rndv_sent"], 1u);
+  });
+}
+
+// 400 sends and receives each way, sizes around the boundary, posted before any polling.
+TEST_F(Rdma, ManyOutstanding) {
+  run_ranks(kRxe, 2, [&](Group& g) {
+    Exchange x(g);
+    int peer = 1 - g.rank();
+    for (uint64_t i = 0; i < 400; ++i) {
+      size_t len = (i % 3 == 0) ? kEager + 1 + i : i * 7;
+      x.recv(peer, i % 5, len, i, len);
+      x.send(peer, i % 5, len, i);
+    }
+    run_and_verify(x);
+  });
+}
+
+// A receive smaller than the message fails with its length; the endpoint stays usable.
+TEST_F(Rdma, TooSmallReceiveEagerAndRendezvous) {
+  run_ranks(kRxe, 2, [&](Group& g) {
+    Exchange x(g);
+    int peer = 1 - g.rank();
+    x.recv(peer, 1, 10, 0, 100, Code::kInvalidArgument);
+    x.send(peer, 1, 100, 0);
+    x.recv(peer, 2, kEager, 0, 3 * kEager, Code::kInvalidArgument);
+    x.send(peer, 2, 3 * kEager, 0);
+    x.recv(peer, 3, 70000, 0, 70000);
+    x.send(peer, 3, 70000, 0);
+    Status s = x.run();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    auto& r = x.reqs();
+    for (auto& q : r) {
+      if (q.is_send || q.tag == 3) continue;
+      EXPECT_EQ(q.c.code, Code::kInvalidArgument);
+      EXPECT_EQ(q.c.len, q.exp_len);
+    }
+    Exchange::verify_recv(r[4], peer, g.rank(), 3, 0, 70000);
+    EXPECT_TRUE(g.endpoint(peer).status().ok());
+  });
+}
+
+// Registration cache: the same range hits, a sub-range hits, deregistration invalidates.
+TEST_F(Rdma, RegistrationCacheHitsAndInvalidation) {
+  auto t = Transport::open(kRxe.spec);
+  ASSERT_TRUE(t.ok());
+  std::vector<uint8_t> buf(1 << 20);
+  auto s0 = (*t)->stats();
+  {
+    auto a = (*t)->register_memory(buf.data(), buf.size(), MemKind::kHost);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    auto b = (*t)->register_memory(buf.data() + 4096, 8192, MemKind::kHost);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(a->remote_key(), b->remote_key());
+    auto s1 = (*t)->stats();
+    EXPECT_EQ(s1["reg_cache_misses"] - s0["reg_cache_misses"], 1u);
+    EXPECT_EQ(s1["reg_cache_hits"] - s0["reg_cache_hits"], 1u);
+  }
+  auto s2 = (*t)->stats();
+  EXPECT_GE(s2["reg_cache_invalidations"], 1u);
+  EXPECT_EQ(s2["reg_cache_entries"], 0u);
+}
+
+// Unregistered rendezvous buffers are registered through the cache; with 4 entries, 8
+// distinct buffers evict, and every byte still arrives.
+TEST_F(Rdma, RegistrationCacheEviction) {
+  run_ranks(kRxeSmallCache, 2, [&](Group& g) {
+    int peer = 1 - g.rank();
+    constexpr size_t kLen = 3 * kEager;
+    std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(kLen));
+    std::vector<std::vector<uint8_t>> rbufs(8, std::vector<uint8_t>(kLen));
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < 8; ++i) {
+        fill_pattern(bufs[i].data(), kLen, msg_seed(g.rank(), peer, i, round));
+        RecvRequest r{rbufs[i].data(), kLen, i, 100 + i, nullptr};
+        ASSERT_EQ(taken(g.endpoint(peer).post_recv({&r, 1})), 1u);
+        SendRequest s{bufs[i].data(), kLen, i, i, nullptr};
+        ASSERT_EQ(taken(g.endpoint(peer).post_send({&s, 1})), 1u);
+        int done = 0;
+        while (done < 2) {
+          Completion c[4];
+          auto n = g.transport().cq().wait(c, kStepTimeout);
+          ASSERT_TRUE(n.ok()) << n.status().to_string();
+          for (size_t k = 0; k < *n; ++k) {
+            ASSERT_EQ(c[k].code, Code::kOk);
+            ++done;
+          }
+        }
+        EXPECT_EQ(check_pattern(rbufs[i].data(), kLen, msg_seed(peer, g.rank(), i, round)), "");
+      }
+    }
+    auto st = g.transport().stats();
+    EXPECT_GT(st["reg_cache_evictions"], 0u);
+    EXPECT_GT(st["reg_cache_misses"], 4u);
+    EXPECT_LE(st["reg_cache_entries"], 4u);
+  });
+}
+
+TEST_F(Rdma, BadRegistrationSaysWhat) {
+  auto t = Transport::open(kRxe.spec);
+  ASSERT_TRUE(t.ok());
+  auto a = (*t)->register_memory(nullptr, 4096, MemKind::kHost);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), Code::kInvalidArgument);
+  // A range no mapping covers: the kernel refuses to pin it.
+  auto b = (*t)->register_memory(reinterpret_cast<void*>(uintptr_t{0x10000}), 1 << 16,
+                                 MemKind::kHost);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Code::kInvalidArgument) << b.status().to_string();
+  EXPECT_NE(b.status().to_string().find("rxe0"), std::string::npos) << b.status().to_string();
+  int x = 0;
+  auto c = (*t)->register_memory(&x, sizeof x, MemKind::kCudaDevice);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kNotSupported) << c.status().to_string();
+}
+
+TEST_F(Rdma, UnboundedRetriesRefused) {
+  auto t = Transport::open("rdma:dev=rxe0,rnr_retry=7");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(t.status().to_string().find("forever"), std::string::npos);
+  auto u = Transport::open("rdma:dev=rxe0,qp_timeout=0");
+  EXPECT_FALSE(u.ok());
+  auto v = Transport::open("rdma:dev=nosuchdev");
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), Code::kUnavailable);
+  EXPECT_NE(v.status().to_string().find("rxe0"), std::string::npos) << v.status().to_string();
+}
+
+// Junk and silence on the control port are refused; the transport then still connects.
+TEST_F(Rdma, MalformedControlMessages) {
+  auto groups = make_groups(kRxe, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  Transport& t1 = groups[1]->transport();
+  auto remote = tcp::decode_addr(t1.address().payload().data(), t1.address().payload().size());
+  ASSERT_TRUE(remote.ok());
+  auto fd = tcp::dial(tcp::SockAddr{}, *remote, {}, Deadline(Millis(5000)));
+  ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+  char junk[64];
+  std::memset(junk, 0x5a, sizeof junk);
+  ASSERT_TRUE(tcp::write_all(fd->get(), junk, sizeof junk, Deadline(Millis(1000))).ok());
+  auto before = t1.stats()["rejected_conns"];
+  for (int i = 0; i < 100 && t1.stats()["rejected_conns"] == before; ++i) {
+    Completion c[1];
+    (void)t1.cq().poll(std::span<Completion>(c, 0));
+    std::this_thread::sleep_for(Millis(10));
+  }
+  EXPECT_EQ(t1.stats()["rejected_conns"], before + 1);
+  // The group still works both ways.
+  std::vector<uint8_t> out(100, 7), in(100);
+  SendRequest s{out.data(), out.size(), 5, 1, nullptr};
+  RecvRequest r{in.data(), in.size(), 5, 2, nullptr};
+  ASSERT_EQ(taken(groups[1]->endpoint(0).post_recv({&r, 1})), 1u);
+  ASSERT_EQ(taken(groups[0]->endpoint(1).post_send({&s, 1})), 1u);
+  int done = 0;
+  for (int i = 0; i < 3000 && done < 2; ++i) {
+    Completion c[2];
+    for (auto& g : groups) done += static_cast<int>(taken(g->transport().cq().poll(c)));
+  }
+  EXPECT_EQ(done, 2);
+  EXPECT_EQ(in, out);
+}
+
+// A peer process killed while a receive waits on it: the receive fails, in bounded time,
+// naming the peer.
+TEST_F(Rdma, PeerKilledMidTransfer) {
+  char dir[] = "/tmp/gw-rdma-store-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto st = make_file_store(dir);
+    auto t = Transport::open(kRxe.spec);
+    if (!st.ok() || !t.ok()) ::_exit(3);
+    auto g = Group::create(*st, std::move(*t), 1, 2, kStepTimeout);
+    if (!g.ok()) ::_exit(4);
+    std::vector<uint8_t> big(4 << 20, 1);
+    SendRequest s{big.data(), big.size(), 1, 1, nullptr};
+    (void)(*g)->endpoint(0).post_send({&s, 1});
+    ::pause();  // killed by the parent
+    ::_exit(0);
+  }
+  auto st = make_file_store(dir);
+  ASSERT_TRUE(st.ok());
+  auto t = Transport::open(kRxe.spec);
+  ASSERT_TRUE(t.ok());
+  auto g = Group::create(*st, std::move(*t), 0, 2, kStepTimeout);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::vector<uint8_t> small(1 << 20);
+  RecvRequest r{small.data(), small.size(), 9, 1, nullptr};  // tag 9: never sent
+  ASSERT_EQ(taken((*g)->endpoint(1).post_recv({&r, 1})), 1u);
+  std::this_thread::sleep_for(Millis(200));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  bool recv_failed = false, ep_error = false;
+  auto end = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < end && !(recv_failed && ep_error)) {
+    Completion c[4];
+    auto n = (*g)->transport().cq().wait(c, Millis(500));
+    if (!n.ok()) continue;
+    for (size_t i = 0; i < *n; ++i) {
+      if (c[i].op == Op::kRecv && c[i].wr_id == 1) recv_failed = c[i].code != Code::kOk;
+      if (c[i].op == Op::kEndpointError) ep_error = true;
+      EXPECT_EQ(c[i].peer_id, 1u);
+    }
+  }
+  EXPECT_TRUE(recv_failed);
+  EXPECT_TRUE(ep_error);
+  Status es = (*g)->endpoint(1).status();
+  EXPECT_FALSE(es.ok());
+  EXPECT_NE(es.to_string().find("rank 1"), std::string::npos) << es.to_string();
+  SendRequest s{small.data(), 10, 1, 1, nullptr};
+  auto after = (*g)->endpoint(1).post_send({&s, 1});
+  EXPECT_FALSE(after.ok()) << "the error must be sticky";
+}
+
+}  // namespace
+}  // namespace gw::conformance
