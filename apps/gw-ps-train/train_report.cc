@@ -94,7 +94,7 @@ Status write_svg(const std::string& path, const std::vector<Series>& runs,
     << "<text x=\"" << (l + W - r) / 2 << "\" y=\"" << H - 12
     << "\" text-anchor=\"middle\">wall time (s)</text>\n"
     << "<text transform=\"translate(18," << (t + H - b) / 2
-    << ") rotate(-90)\" text-anchor=\"middle\">training loss (full data set)</text>\n";
+    << ") rotate(-90)\" text-anchor=\"middle\">loss (held-out set)</text>\n";
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                   "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   for (size_t i = 0; i < runs.size(); ++i) {

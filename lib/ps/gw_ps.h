@@ -14,6 +14,9 @@
 ///    clock is >= c - s.
 /// Servers record the staleness they served (c minus the slowest worker's applied clock).
 ///
+/// A Group carries one PsServer or PsWorker for its whole life: the receives they post cannot
+/// be withdrawn from the transport, so a new job (another mode, other keys) takes a new Group.
+///
 /// Failure: a peer rank that goes away without finishing (its endpoint fails) is a RemoteError
 /// on every other rank at its next wait/serve; bad input from a worker (unknown part, wrong
 /// size, different key table) is answered by the server with an error naming key and sizes.
