@@ -1,7 +1,7 @@
 // Bootstrap faults: store timeouts on every store kind, and a rank that never shows up is
 // named in the error of every rank that did.
 #include <filesystem>
-#include <regex>
+#include <set>
 #include <thread>
 
 #include "conformance.h"
@@ -111,6 +111,27 @@ TEST(TcpStore, ConnectToNobodyTimesOutNamingTheAddress) {
 
 using MissingRank = TransportTest;
 
+// Numbers listed after "rank"/"ranks" in an error message ("ranks 2, 5 never ...").
+std::set<int> ranks_named(const std::string& msg) {
+  auto is_digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  std::set<int> out;
+  for (size_t pos = msg.find("rank"); pos != std::string::npos; pos = msg.find("rank", pos + 1)) {
+    size_t i = pos + 4;
+    if (i < msg.size() && msg[i] == 's') ++i;
+    while (i < msg.size() && (msg[i] == ' ' || msg[i] == ',' || is_digit(msg[i]))) {
+      if (!is_digit(msg[i])) {
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      while (end < msg.size() && is_digit(msg[end])) ++end;
+      out.insert(std::stoi(msg.substr(i, end - i)));
+      i = end;
+    }
+  }
+  return out;
+}
+
 // World of `size`; the ranks in `absent` never start. Every present rank's Group::create
 // must time out and name exactly the absent ones.
 void expect_missing_named(const TransportCase& c, int size, const std::vector<int>& absent) {
@@ -128,14 +149,13 @@ void expect_missing_named(const TransportCase& c, int size, const std::vector<in
       EXPECT_EQ(g.status().code(), Code::kTimeout) << g.status().to_string();
       EXPECT_LT(ms, 5000) << "rank " << r;
       std::string msg(g.status().message());
+      std::set<int> named = ranks_named(msg);
       for (int a : absent) {
-        std::regex named("ranks? [0-9, ]*\\b" + std::to_string(a) + "\\b");
-        EXPECT_TRUE(std::regex_search(msg, named)) << "rank " << a << " is not named: " << msg;
+        EXPECT_TRUE(named.count(a)) << "rank " << a << " is not named: " << msg;
       }
       for (int p = 0; p < size; ++p) {
-        if (p == r || std::find(absent.begin(), absent.end(), p) != absent.end()) continue;
-        std::regex named("ranks? [0-9, ]*\\b" + std::to_string(p) + "\\b[^:]*never");
-        EXPECT_FALSE(std::regex_search(msg, named)) << "present rank " << p << " named: " << msg;
+        bool present = p != r && std::find(absent.begin(), absent.end(), p) == absent.end();
+        EXPECT_FALSE(present && named.count(p)) << "present rank " << p << " named: " << msg;
       }
     });
   }
