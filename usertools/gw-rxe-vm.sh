@@ -126,7 +126,7 @@ modprobe rdma_rxe && modprobe dummy numdummies=0 &&
   ip link set dummy0 mtu 4200 up && ip addr add 10.99.0.1/24 dev dummy0 &&
   rdma link add rxe0 type rxe netdev dummy0 2>/tmp/gw-vm-setup-err
 echo "gw-vm: setup rc=$? ($(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' '))" >/tmp/gw-vm-setup
-sh /tmp/gw-vm-cmd.sh >/tmp/gw-vm-out 2>&1 </dev/null
+bash /tmp/gw-vm-cmd.sh >/tmp/gw-vm-out 2>&1 </dev/null
 echo $? >/tmp/gw-vm-rc
 sync
 echo o >/proc/sysrq-trigger
