@@ -9,14 +9,18 @@ perf=$build/apps/gw-perf/gw-perf
 ip=10.99.0.1
 pt() {  # perftest server + client; prints the client's result line
   local tool=$1; shift
-  $tool -d rxe0 -x 1 "$@" >/tmp/srv.log 2>&1 &
-  sleep 1
-  $tool -d rxe0 -x 1 "$@" $ip 2>&1 | grep -E '^ *[0-9]+ +[0-9]+' | tail -1
+  timeout 120 $tool -d rxe0 -x 1 "$@" >/tmp/srv.log 2>&1 &
+  local out=""
+  for _ in 1 2 3 4 5 6 7 8 9 10; do  # the server may take seconds to listen under TCG
+    sleep 2
+    out=$(timeout 120 $tool -d rxe0 -x 1 "$@" $ip 2>&1) && break
+  done
+  echo "$out" | grep -E '^ *[0-9]+ +[0-9]+' | tail -1
   wait
 }
 echo "## perftest"
 for s in 4096 65536 1048576; do
-  n=$(( s >= 1048576 ? 40 : s >= 65536 ? 300 : 2000 ))
+  n=$(( s >= 1048576 ? 40 : s >= 65536 ? 300 : 1000 ))
   echo "ib_write_bw -s $s -n $n: $(pt ib_write_bw -s $s -n $n)"
   echo "ib_send_bw  -s $s -n $n: $(pt ib_send_bw -s $s -n $n)"
 done
@@ -27,7 +31,7 @@ done
 echo "## gw-perf"
 for t in rdma:dev=rxe0 tcp:iface=dummy0; do
   for s in 4096 65536 1048576; do
-    n=$(( s >= 1048576 ? 40 : s >= 65536 ? 300 : 2000 ))
+    n=$(( s >= 1048576 ? 40 : s >= 65536 ? 300 : 1000 ))
     echo "gw-perf -t $t bw -s $s -n $n:"
     $perf -t $t --ranks 2 -s $s -n $n 2>&1 | tail -2
   done
