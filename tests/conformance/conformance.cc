@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
@@ -131,18 +132,22 @@ std::unique_ptr<Group> join(const TransportCase& c, const std::shared_ptr<Store>
 
 void run_ranks(const TransportCase& c, int ranks, const std::function<void(Group&)>& body) {
   auto store = make_in_process_store();
-  // Ranks stay connected until all are done, so a slow rank does not see its peers leave;
-  // after a failure they leave at once so the others fail fast instead of timing out.
-  std::barrier<> done(ranks);
+  // Ranks stay connected until all are done, so a slow rank does not see its peers leave; a
+  // rank that is done keeps polling meanwhile, because a polling transport (DPDK) acknowledges
+  // and retransmits only while polled. After a failure a rank leaves at once, so the others
+  // fail fast instead of timing out.
+  std::atomic<int> arrived{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       auto g = join(c, store, r, ranks);
       if (g) body(*g);
-      if (!g || ::testing::Test::HasFailure()) {
-        done.arrive_and_drop();
-      } else {
-        done.arrive_and_wait();
+      ++arrived;
+      if (!g || ::testing::Test::HasFailure()) return;
+      Deadline dl(kStepTimeout);
+      while (arrived.load() < ranks && !dl.expired()) {
+        (void)g->transport().cq().poll({});
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     });
   }
@@ -364,5 +369,21 @@ void Exchange::verify() const {
     failures += !before && ::testing::Test::HasFailure();
   }
 }
+
+// Ranks meet at a named point through the group's store.
+void signal(Group& g, const std::string& name) { ASSERT_TRUE(g.store().set(name, "1").ok()); }
+// A polling transport (DPDK) acknowledges only while someone polls it, so the wait keeps the
+// transport moving (an empty span takes no completions).
+void await(Group& g, const std::string& name) {
+  Deadline dl(kStepTimeout);
+  Result<std::string> v = Status(Code::kTimeout, "not yet");
+  while (!dl.expired()) {
+    v = g.store().get(name, Millis(1));
+    if (v.ok() || v.status().code() != Code::kTimeout) break;
+    (void)g.transport().cq().poll({});
+  }
+  ASSERT_TRUE(v.ok()) << "rank " << g.rank() << ": " << v.status().to_string();
+}
+
 
 }  // namespace gw::conformance

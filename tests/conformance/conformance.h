@@ -141,4 +141,9 @@ std::string ranks_name(const ::testing::TestParamInfo<std::tuple<TransportCase, 
 /// Skips (with the reason) if the row's device is not on this machine; fails on other errors.
 void skip_unless_available(const TransportCase& c);
 
+/// Ranks meet at a named point through the group's store. await() keeps the transport
+/// progressing meanwhile: a polling transport acknowledges only while someone polls it.
+void signal(Group& g, const std::string& name);
+void await(Group& g, const std::string& name);
+
 }  // namespace gw::conformance

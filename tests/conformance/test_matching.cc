@@ -61,8 +61,7 @@ TEST_P(Matching, TagsInAnotherOrderAndAnyTag) {
       const std::string r = std::to_string(round);
       Exchange x(g);
       if (g.rank() == 1) {
-        auto go = g.store().get("go" + r, kStepTimeout);
-        ASSERT_TRUE(go.ok()) << go.status().to_string();
+        await(g, "go" + r);
         for (size_t i = 0; i < kCount; ++i) x.send(0, plan.send_tags[i], tag_len(i), i);
         Status s = x.run();
         ASSERT_TRUE(s.ok()) << s.to_string();
@@ -81,7 +80,7 @@ TEST_P(Matching, TagsInAnotherOrderAndAnyTag) {
         ASSERT_TRUE(g.store().set("go" + r, "1").ok());
       } else {
         ASSERT_TRUE(g.store().set("go" + r, "1").ok());
-        ASSERT_TRUE(g.store().get("sent" + r, kStepTimeout).ok());
+        await(g, "sent" + r);
         std::array<Completion, 4> out;
         auto n = g.transport().cq().wait(out, Millis(50));  // let them land unexpected
         ASSERT_FALSE(n.ok()) << "completion before any receive was posted";

@@ -10,13 +10,6 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// Ranks meet at a named point through the group's store.
-void signal(Group& g, const std::string& name) { ASSERT_TRUE(g.store().set(name, "1").ok()); }
-void await(Group& g, const std::string& name) {
-  auto v = g.store().get(name, kStepTimeout);
-  ASSERT_TRUE(v.ok()) << "rank " << g.rank() << ": " << v.status().to_string();
-}
-
 // Drive progress for a while so that messages already sent land as unexpected ones.
 void drain_progress(Group& g) {
   std::array<Completion, 4> out;
