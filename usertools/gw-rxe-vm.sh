@@ -89,8 +89,15 @@ for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_p
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro hostroot /newroot || {
   echo "gw-vm: cannot mount the host root"; echo o >/proc/sysrq-trigger; }
+mkdir -p /oldtmp
+mount --bind /newroot/tmp /oldtmp  # the host's /tmp, before the results share hides it
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results /newroot/tmp || {
   echo "gw-vm: cannot mount the results share"; echo o >/proc/sysrq-trigger; }
+# A checkout under the host's /tmp (CI clones there) stays visible at its own path.
+if [ -s /newroot/tmp/gw-vm-bind ]; then
+  d=$(cat /newroot/tmp/gw-vm-bind)
+  mkdir -p "/newroot/tmp/$d" && mount --bind "/oldtmp/$d" "/newroot/tmp/$d"
+fi
 mount --move /proc /newroot/proc; mount --move /sys /newroot/sys
 mount --move /dev /newroot/dev
 exec chroot /newroot /bin/sh /tmp/gw-vm-guest.sh
@@ -114,6 +121,9 @@ chmod 1777 "$share"
   done < <(env)
   printf 'exec'; printf ' %q' "$@"; printf '\n'
 } >"$share/gw-vm-cmd.sh"
+case "$PWD" in
+  /tmp/?*) rel=${PWD#/tmp/}; printf '%s\n' "${rel%%/*}" >"$share/gw-vm-bind" ;;
+esac
 cat >"$share/gw-vm-guest.sh" <<'EOF'
 # Runs as PID 1 in the host's root (read-only), /tmp = the results share.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp
