@@ -125,6 +125,11 @@ Status Communicator::Impl::ring_advance(Task& op) {
     const UnitIo io = unit_io(*this, op, op.next_send);
     if (io.send) {
       if (io.dep >= 0 && !op.unit_done[static_cast<size_t>(io.dep)]) break;
+      // Reduce-scatter sends run at most `depth` units ahead of this rank's own receives: the
+      // next rank posts a scratch slot only as fast as this one does, and a chunk sent before
+      // its slot is posted is buffered and copied once more by the transport.
+      const uint32_t u = op.next_send;
+      if (io.scratch && u >= op.depth && !op.unit_done[u - op.depth]) break;
       GW_ASSIGN_OR_RETURN(bool took, send(op, next, io.src, io.slen * op.es, op.next_send));
       if (!took) break;
       ++op.inflight_sends;

@@ -366,16 +366,17 @@ void Communicator::Impl::dispatch(const Completion& c) {
   if (!op.active || op.done || op.gen != ((c.wr_id >> 32) & 0xFFFFFF)) return;  // stale
   const bool is_send = (c.wr_id >> 31) & 1;
   const uint32_t unit = static_cast<uint32_t>(c.wr_id & 0x7FFFFFFF);
-  const std::string peer = "rank " + std::to_string(c.peer_id);
+  // Error messages only: no allocation on the hot path.
+  auto peer = [&c] { return "rank " + std::to_string(c.peer_id); };
   if (c.code != Code::kOk) {
     if (!is_send && c.code == Code::kInvalidArgument) {
       fail(op, Status(Code::kInvalidArgument,
-                      where(op) + ": " + peer + " sent a " + std::to_string(c.len) +
+                      where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
                           "-byte message, longer than this rank expects: the ranks called "
                           "the collective with different counts or dtypes"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer + " failed: " + why));
+      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why));
     }
     return;
   }
@@ -385,7 +386,7 @@ void Communicator::Impl::dispatch(const Completion& c) {
     const coll::Desc& d = op.hdr_in[unit - coll::kHdrUnit];
     if (!is_send && (c.len != sizeof(coll::Desc) || !(d == op.desc))) {
       st = Status(Code::kInvalidArgument,
-                  where(op) + ": " + peer + " called " +
+                  where(op) + ": " + peer() + " called " +
                       (c.len == sizeof(coll::Desc) ? coll::describe(d) : "something else") +
                       " but this rank called " + coll::describe(op.desc) +
                       ": every rank must call the same collectives in the same order with the "

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Allreduce side by side over TCP loopback, in one run: gw-perf point-to-point (one direction
+# and both at once), gw-coll-perf (ring, recursive doubling, auto), Gloo (ring-chunked and
+# halving-doubling) and Open MPI (btl tcp) with the same sizes and rank counts.
+# Prints Markdown on stdout. Installs libgloo-dev and Open MPI with apt-get when missing (root).
+#   usertools/bench-coll.sh [quick]      GW_BUILD_DIR (default build) must be built.
+# "quick" shortens the sweep (CI smoke, not for figures).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+b=${GW_BUILD_DIR:-build}
+quick=${1:-}
+if ! [ -e /usr/include/gloo/allreduce_ring_chunked.h ] || ! command -v mpirun >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    libgloo-dev openmpi-bin libopenmpi-dev >/dev/null
+  meson setup --reconfigure "$b" >/dev/null
+fi
+ninja -C "$b" apps/gw-baseline/gw-baseline-gloo apps/gw-baseline/gw-baseline-mpi \
+  apps/gw-coll-perf/gw-coll-perf apps/gw-perf/gw-perf >/dev/null
+export GW_LOG_LEVEL=error
+perf=$b/apps/gw-perf/gw-perf coll=$b/apps/gw-coll-perf/gw-coll-perf
+gloo=$b/apps/gw-baseline/gw-baseline-gloo mpi=$b/apps/gw-baseline/gw-baseline-mpi
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none
+        --mca btl tcp,self --mca btl_tcp_if_include lo --mca pml ob1)
+small=(-b 4K -e 4M -f 4 -n 50 -w 5) large=(-b 16M -e 256M -f 4 -n 5 -w 1)
+if [ "$quick" = quick ]; then small=(-b 4K -e 64K -f 16 -n 3 -w 1); large=(-b 1M -e 1M -n 2 -w 1); fi
+
+section() { printf '\n### %s\n\n```\n' "$*"; }
+endsec() { printf '```\n'; }
+echo "## bench-coll: $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $(git rev-parse --short HEAD)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+section "point to point: gw-perf --ranks 2 (one direction, both directions, latency)"
+"$perf" --ranks 2 -s 32M -n 16 | grep -E '^ *[0-9]'
+"$perf" --ranks 2 -b -s 32M -n 16 | grep -E '^ *[0-9]'
+"$perf" --ranks 2 --test lat -s 4K -n 2000 | grep -E '^ *[0-9]'
+endsec
+for n in 2 4; do
+  for a in rd ring; do
+    section "gw-coll-perf --ranks $n --algo $a ${small[*]} -c 1"
+    "$coll" --ranks "$n" --algo "$a" "${small[@]}" -c 1 | grep -v '^# gw'
+    endsec
+  done
+  section "gw-coll-perf --ranks $n ${large[*]} -c 1"
+  "$coll" --ranks "$n" "${large[@]}" -c 1 | grep -v '^# gw'
+  endsec
+  for a in ring-chunked hd; do
+    section "gw-baseline-gloo --ranks $n --algo $a (small and large)"
+    "$gloo" --ranks "$n" --algo "$a" "${small[@]}"
+    "$gloo" --ranks "$n" --algo "$a" "${large[@]}" | grep -v '^#'
+    endsec
+  done
+  section "mpirun -np $n gw-baseline-mpi (Open MPI, btl tcp)"
+  "${mpirun[@]}" -np "$n" "$mpi" "${small[@]}"
+  "${mpirun[@]}" -np "$n" "$mpi" "${large[@]}" | grep -v '^#'
+  endsec
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
