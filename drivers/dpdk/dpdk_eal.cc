@@ -104,10 +104,16 @@ Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs) {
   if (b.id.empty()) b.id = "gwb" + std::to_string(buses().size()) + "_";
   const std::string& id = b.id;
   // One pool for every ring bus of the process: frames cross ports, so it outlives them all.
+  // Every rank thread allocates and frees here (and enqueues to the bus rings), usually more
+  // threads than cores. The default MP/MC rings make a thread wait until every thread that
+  // reserved ring space before it has finished; one preempted inside a get or put holds the
+  // others spinning through their time slices (lock-waiter preemption), and with 5 ranks on 2
+  // cores progress collapses until peers time out. RTS ("relaxed tail sync") rings let the
+  // others finish without waiting for it.
   static rte_mempool* pool = nullptr;
   if (!pool) {
-    pool = rte_pktmbuf_pool_create("gwb_pool", static_cast<unsigned>(mbufs) * 4, 256, 0,
-                                   RTE_MBUF_DEFAULT_BUF_SIZE, 0);
+    pool = rte_pktmbuf_pool_create_by_ops("gwb_pool", static_cast<unsigned>(mbufs) * 4, 256, 0,
+                                          RTE_MBUF_DEFAULT_BUF_SIZE, 0, "ring_mt_rts");
     if (!pool) {
       return Status(Code::kResourceExhausted,
                     "dpdk: mempool of " + std::to_string(mbufs * 4) + " mbufs for ring bus '" +
@@ -119,7 +125,7 @@ Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs) {
     for (int i = 0; i < kRingBusMax; ++i) {
       std::string name = id + std::to_string(i);
       rte_ring* r = rte_ring_lookup(name.c_str());
-      if (!r) r = rte_ring_create(name.c_str(), 4096, 0, RING_F_SC_DEQ);
+      if (!r) r = rte_ring_create(name.c_str(), 4096, 0, RING_F_MP_RTS_ENQ | RING_F_SC_DEQ);
       if (!r) {
         return Status(Code::kSystemError, "dpdk: rte_ring_create(" + name + ") for ring bus '" +
                                               bus + "': " + rte_strerror(rte_errno) +

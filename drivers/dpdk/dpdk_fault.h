@@ -19,6 +19,13 @@ struct FaultProbs {
 
 struct FaultCounters {
   uint64_t dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+  FaultCounters& operator+=(const FaultCounters& o) {
+    dropped += o.dropped;
+    duplicated += o.duplicated;
+    reordered += o.reordered;
+    corrupted += o.corrupted;
+    return *this;
+  }
 };
 
 class FaultInjector {

@@ -42,9 +42,8 @@ Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
 
 void DpdkTransport::timers() {
   if (rte_mbuf* m = rx_fault_.take_held()) handle_frame(m);
-  if (rte_mbuf* m = tx_fault_.take_held()) {
-    txq_[0].push_back(m);  // ring ports: its queue is lost here; the peer retransmits
-  }
+  for (size_t q = 0; q < tx_fault_.size(); ++q)
+    if (rte_mbuf* m = tx_fault_[q].take_held()) txq_[q].push_back(m);
   // Endpoints may fail (and a failure may not remove them) while iterating.
   for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->timers(now_);
 }
@@ -190,8 +189,8 @@ void DpdkTransport::flush_tx() {
     if (q.empty()) continue;
     rte_mbuf** pkts = q.data();
     uint16_t n = static_cast<uint16_t>(q.size());
-    if (tx_fault_.active()) {
-      n = tx_fault_.apply(pkts, n, tx_faulted_.data(), port_->tx_pool());
+    if (tx_fault_[qi].active()) {
+      n = tx_fault_[qi].apply(pkts, n, tx_faulted_.data(), port_->tx_pool());
       pkts = tx_faulted_.data();
     }
     uint16_t sent = 0;

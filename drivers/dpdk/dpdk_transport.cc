@@ -207,7 +207,9 @@ Status DpdkTransport::init(const Config& cfg) {
                 getd("dpdk.tx_corrupt")};
   uint64_t seed = static_cast<uint64_t>(geti("dpdk.fault_seed"));
   rx_fault_.init(rx, seed * 2 + 1 + port_->id());
-  tx_fault_.init(tx, seed * 2 + 1001 + port_->id());
+  tx_fault_.resize(static_cast<size_t>(port_->tx_queues()));
+  for (size_t q = 0; q < tx_fault_.size(); ++q)
+    tx_fault_[q].init(tx, seed * 2 + 1001 + port_->id() + 7919 * q);
   if (rx.any() || tx.any()) {
     log_->info("dpdk: fault injection on: rx drop {} dup {} reorder {} corrupt {}; tx drop {} "
                "dup {} reorder {} corrupt {}", rx.drop, rx.dup, rx.reorder, rx.corrupt,
@@ -253,7 +255,7 @@ Status DpdkTransport::init(const Config& cfg) {
 DpdkTransport::~DpdkTransport() {
   flush_tx();
   rx_fault_.release();
-  tx_fault_.release();
+  for (auto& f : tx_fault_) f.release();
   for (auto& q : txq_) {
     for (rte_mbuf* m : q) rte_pktmbuf_free(m);
     q.clear();
@@ -439,7 +441,8 @@ Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, M
 std::map<std::string, uint64_t> DpdkTransport::stats() const {
   const auto& c = counters_;
   const auto& rf = rx_fault_.counters();
-  const auto& tf = tx_fault_.counters();
+  FaultCounters tf;
+  for (const auto& f : tx_fault_) tf += f.counters();
   return {{"bytes_sent", c.bytes_sent},       {"bytes_received", c.bytes_received},
           {"msgs_sent", c.msgs_sent},         {"msgs_received", c.msgs_received},
           {"pkts_sent", c.pkts_sent},         {"pkts_received", c.pkts_received},

@@ -142,7 +142,10 @@ class DpdkTransport final : public Transport {
   size_t cq_reserved_ = 0;
   uint64_t post_seq_ = 0;
   uint64_t now_ = 0, last_timers_ = 0;
-  FaultInjector rx_fault_, tx_fault_;
+  FaultInjector rx_fault_;
+  // One per transmit queue: a frame held back for reordering leaves on its own queue (on a
+  // ring bus the queue is the destination).
+  std::vector<FaultInjector> tx_fault_;
   std::vector<rte_mbuf*> rx_pkts_, rx_faulted_;
   std::vector<std::vector<rte_mbuf*>> txq_;  // per transmit queue
   std::vector<rte_mbuf*> tx_faulted_;
