@@ -111,6 +111,13 @@ struct Task {
 /// Unit numbers at or above this carry a descriptor, not data.
 inline constexpr uint32_t kHdrUnit = 0x40000000u;
 
+/// Recursive-doubling messages are [Desc, padding | data]: the descriptor rides with the data
+/// (one message per step instead of two), and all of them use the tag of header unit 0 — each
+/// direction between two ranks carries at most one per collective, and a peer that runs the
+/// ring instead meets its own header unit 0, so the mismatch is reported, not waited out.
+inline constexpr size_t kRdHdr = 64;
+static_assert(sizeof(Desc) <= kRdHdr);
+
 }  // namespace gw::coll
 
 namespace gw {
@@ -141,8 +148,13 @@ struct Communicator::Impl {
   Status finish_now(coll::Task& op);
 
   // Posting (communicator.cc). @return whether the transport took the request.
-  Result<bool> send(coll::Task& op, int peer, const void* buf, size_t len, uint32_t unit);
-  Result<bool> recv(coll::Task& op, int peer, void* buf, size_t len, uint32_t unit);
+  /// `unit` names the request in its completion; the tag carries `tag_unit` (default: unit).
+  Result<bool> send(coll::Task& op, int peer, const void* buf, size_t len, uint32_t unit,
+                    uint32_t tag_unit = ~0u);
+  Result<bool> recv(coll::Task& op, int peer, void* buf, size_t len, uint32_t unit,
+                    uint32_t tag_unit = ~0u);
+  /// InvalidArgument naming both calls when `d` (received from `peer`) differs from op's.
+  Status check_desc(const coll::Task& op, int peer, const coll::Desc* d, size_t len) const;
   Status post_headers(coll::Task& op, std::span<const int> to, std::span<const int> from);
   const MemoryRegion* mr_for(const coll::Task& op, const void* p, size_t len);
 
@@ -162,7 +174,7 @@ struct Communicator::Impl {
   Status ring_on_recv(coll::Task& op, uint32_t unit, size_t len);
   Status rd_setup(coll::Task& op);
   Status rd_advance(coll::Task& op);
-  Status rd_on_recv(coll::Task& op, uint32_t unit, size_t len);
+  Status rd_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
   Status rd_on_send(coll::Task& op, uint32_t unit);
 
   int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }

@@ -3,6 +3,8 @@
 // into their odd neighbour before and receive the result after (p = largest power of two <= n).
 // Partners reduce in a fixed order (lower new rank's data on the left), so every rank ends with
 // the same bytes. Units: 0 = fold-in, 1 + i = exchange with mask 2^i, 1 + log2(p) = fold-out.
+// Each message is [descriptor | data] sent from a copy (see kRdHdr): the descriptor check costs
+// no extra message, and the reduction need not wait for the send to leave the work buffer.
 #include <algorithm>
 #include <cstring>
 
@@ -11,7 +13,14 @@
 
 namespace gw {
 
+using coll::kRdHdr;
 using coll::Task;
+
+namespace {
+size_t rd_slot(const Task& op) { return (kRdHdr + op.count * op.es + 63) / 64 * 64; }
+// Slot i: receive slots 0 and 1 alternate by step, send slots 2 and 3 likewise.
+uint8_t* rd_buf(Task& op, size_t i) { return op.scratch.data() + i * rd_slot(op); }
+}  // namespace
 
 Status Communicator::Impl::rd_setup(Task& op) {
   op.engine = coll::Engine::kRd;
@@ -58,33 +67,27 @@ Status Communicator::Impl::rd_setup(Task& op) {
   op.rd_cur = 0;
   op.units = static_cast<uint32_t>(2 + logp);
   op.unit_done.assign(op.units, 0);
-  std::array<int, coll::kMaxRdSteps> to, from;
-  to.fill(-1);
-  from.fill(-1);
   for (int i = 0; i < k; ++i) {
     const auto& s = op.rd[static_cast<size_t>(i)];
     op.sends_total += s.send;
     op.recvs_total += s.recv;
-    if (s.send) to[static_cast<size_t>(s.unit)] = s.peer;
-    if (s.recv) from[static_cast<size_t>(s.unit)] = s.peer;
   }
-  GW_RETURN_IF_ERROR(
-      post_headers(op, std::span(to).first(op.units), std::span(from).first(op.units)));
+  // Scratch: two receive slots, then two send slots (each kRdHdr + data).
+  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 4 * rd_slot(op)));
   const size_t bytes = op.count * op.es;
-  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 2 * bytes));
   if (op.work != op.in && bytes) std::memcpy(op.work, op.in, bytes);
   return Status();
 }
 
 Status Communicator::Impl::rd_advance(Task& op) {
-  const size_t bytes = op.count * op.es;
-  // Receives run up to two steps ahead, alternating between the two scratch halves.
+  const size_t bytes = op.count * op.es, len = kRdHdr + bytes;
+  // Receives run up to two steps ahead, alternating between the two receive slots.
   while (op.next_recv < static_cast<uint32_t>(op.rd_steps) &&
          op.next_recv < static_cast<uint32_t>(op.rd_cur) + 2) {
     const auto& s = op.rd[op.next_recv];
     if (s.recv) {
-      uint8_t* dst = s.reduce ? op.scratch.data() + (op.next_recv % 2) * bytes : op.work;
-      GW_ASSIGN_OR_RETURN(bool took, recv(op, s.peer, dst, bytes, s.unit));
+      GW_ASSIGN_OR_RETURN(bool took, recv(op, s.peer, rd_buf(op, op.next_recv % 2), len, s.unit,
+                                          coll::kHdrUnit));
       if (!took) break;
       ++op.inflight_recvs;
     }
@@ -95,18 +98,26 @@ Status Communicator::Impl::rd_advance(Task& op) {
     const auto& s = op.rd[cur];
     uint8_t& st = op.unit_done[static_cast<size_t>(s.unit)];  // 1 sent, 2 received, 4 posted
     if (s.send && !(st & 4)) {
-      GW_ASSIGN_OR_RETURN(bool took, send(op, s.peer, op.work, bytes, s.unit));
+      // The send slot is free once the send two steps back (same slot) has left.
+      if (cur >= 2 && op.rd[cur - 2].send && !(op.unit_done[op.rd[cur - 2].unit] & 1))
+        return Status();
+      uint8_t* out = rd_buf(op, 2 + cur % 2);
+      std::memcpy(out, &op.desc, sizeof(op.desc));
+      if (bytes) std::memcpy(out + kRdHdr, op.work, bytes);
+      GW_ASSIGN_OR_RETURN(bool took, send(op, s.peer, out, len, s.unit, coll::kHdrUnit));
       if (!took) return Status();
       ++op.inflight_sends;
       st |= 4;
     }
-    // The reduction rewrites work, so the step's send must have left it first.
-    if ((s.send && !(st & 1)) || (s.recv && !(st & 2))) return Status();
+    // Work was copied out with the send, so only the receive gates the reduction.
+    if (s.recv && !(st & 2)) return Status();
+    const uint8_t* theirs = rd_buf(op, cur % 2) + kRdHdr;
     if (s.reduce) {
-      const uint8_t* theirs = op.scratch.data() + (cur % 2) * bytes;
       const uint32_t div = s.final && op.rop == ReduceOp::kAvg ? static_cast<uint32_t>(n) : 0;
       coll::reduce(op.dt, op.rop, op.work, s.peer_lower ? theirs : op.work,
                    s.peer_lower ? op.work : theirs, op.count, div);
+    } else if (s.recv && bytes) {
+      std::memcpy(op.work, theirs, bytes);  // fold-out: the partner's final result
     }
     ++op.rd_cur;
     if (op.next_recv < static_cast<uint32_t>(op.rd_steps)) return rd_advance(op);
@@ -114,13 +125,18 @@ Status Communicator::Impl::rd_advance(Task& op) {
   return Status();
 }
 
-Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len) {
+Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len, int peer) {
   if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
-  if (len != op.count * op.es) {
+  size_t idx = 0;
+  while (idx < static_cast<size_t>(op.rd_steps) && op.rd[idx].unit != static_cast<int>(unit))
+    ++idx;
+  const auto* d = reinterpret_cast<const coll::Desc*>(rd_buf(op, idx % 2));
+  if (check_args || len < sizeof(coll::Desc)) GW_RETURN_IF_ERROR(check_desc(op, peer, d, len));
+  if (len != kRdHdr + op.count * op.es) {
     return Status(Code::kInvalidArgument,
-                  where(op) + ": a peer sent " + std::to_string(len) + " bytes at step " +
-                      std::to_string(unit) + ", this rank expected " +
-                      std::to_string(op.count * op.es) +
+                  where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
+                      " bytes at step " + std::to_string(unit) + ", this rank expected " +
+                      std::to_string(kRdHdr + op.count * op.es) +
                       ": the ranks called the collective with different counts or dtypes");
   }
   op.unit_done[unit] |= 2;

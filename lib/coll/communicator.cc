@@ -263,16 +263,19 @@ uint64_t make_wr(int slot, uint32_t gen, bool is_send, uint32_t unit) {
 }  // namespace
 
 Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_t len,
-                                      uint32_t unit) {
-  SendRequest r{buf, len, make_tag(op.seq, unit), make_wr(slot_of(op), op.gen, true, unit),
+                                      uint32_t unit, uint32_t tag_unit) {
+  const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
+  SendRequest r{buf, len, tag, make_wr(slot_of(op), op.gen, true, unit),
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_send({&r, 1});
   if (!k.ok()) return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer));
   return *k == 1;
 }
 
-Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len, uint32_t unit) {
-  RecvRequest r{buf, len, make_tag(op.seq, unit), make_wr(slot_of(op), op.gen, false, unit),
+Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len, uint32_t unit,
+                                      uint32_t tag_unit) {
+  const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
+  RecvRequest r{buf, len, tag, make_wr(slot_of(op), op.gen, false, unit),
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_recv({&r, 1});
   if (!k.ok()) {
@@ -370,10 +373,17 @@ void Communicator::Impl::dispatch(const Completion& c) {
   auto peer = [&c] { return "rank " + std::to_string(c.peer_id); };
   if (c.code != Code::kOk) {
     if (!is_send && c.code == Code::kInvalidArgument) {
+      std::string theirs;
+      if (op.engine == coll::Engine::kRd && c.len > coll::kRdHdr) {
+        theirs = " (count=" + std::to_string((c.len - coll::kRdHdr) / op.es) + " if its dtype is " +
+                 dtype_name(op.dt) + ")";
+      }
       fail(op, Status(Code::kInvalidArgument,
                       where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
-                          "-byte message, longer than this rank expects: the ranks called "
-                          "the collective with different counts or dtypes"));
+                          "-byte message" + theirs + " but this rank called " +
+                          coll::describe(op.desc) +
+                          ", which expects fewer bytes: every rank must call the same "
+                          "collectives in the same order with the same count, dtype and op"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
       fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why));
@@ -383,26 +393,31 @@ void Communicator::Impl::dispatch(const Completion& c) {
   Status st;
   if (unit >= coll::kHdrUnit) {
     --op.hdr_pending;
-    const coll::Desc& d = op.hdr_in[unit - coll::kHdrUnit];
-    if (!is_send && (c.len != sizeof(coll::Desc) || !(d == op.desc))) {
-      st = Status(Code::kInvalidArgument,
-                  where(op) + ": " + peer() + " called " +
-                      (c.len == sizeof(coll::Desc) ? coll::describe(d) : "something else") +
-                      " but this rank called " + coll::describe(op.desc) +
-                      ": every rank must call the same collectives in the same order with the "
-                      "same count, dtype and op");
-    }
+    if (!is_send) st = check_desc(op, static_cast<int>(c.peer_id),
+                                  &op.hdr_in[unit - coll::kHdrUnit], c.len);
   } else if (is_send) {
     --op.inflight_sends;
     ++op.sends_done;
     if (op.engine == coll::Engine::kRd) st = rd_on_send(op, unit);
   } else {
     --op.inflight_recvs;
-    st = op.engine == coll::Engine::kRd ? rd_on_recv(op, unit, c.len)
+    st = op.engine == coll::Engine::kRd ? rd_on_recv(op, unit, c.len, static_cast<int>(c.peer_id))
                                         : ring_on_recv(op, unit, c.len);
   }
   if (st.ok()) st = advance(op);
   if (!st.ok()) fail(op, st);
+}
+
+Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc* d,
+                                      size_t len) const {
+  const bool whole = len >= sizeof(coll::Desc) && d->magic == op.desc.magic;
+  if (whole && *d == op.desc) return Status();
+  return Status(Code::kInvalidArgument,
+                where(op) + ": rank " + std::to_string(peer) + " called " +
+                    (whole ? coll::describe(*d) : std::string("something else")) +
+                    " but this rank called " + coll::describe(op.desc) +
+                    ": every rank must call the same collectives in the same order with the "
+                    "same count, dtype and op");
 }
 
 bool Communicator::Impl::needs_peer(const Task& op, int p) const {
