@@ -53,4 +53,22 @@ for n in 2 4; do
   "${mpirun[@]}" -np "$n" "$mpi" "${large[@]}" | grep -v '^#'
   endsec
 done
+
+# CPU time per operation (all ranks together), by differencing a long and a short run under
+# `perf stat`: robust on a shared machine where wall-clock figures are not. On 2 cores a job
+# that needs C ms of CPU cannot finish in under C/2 ms of wall time.
+if command -v perf >/dev/null; then
+  cpu_ms() { perf stat -x, -e task-clock -- "$@" 2>&1 >/dev/null | awk -F, '/task-clock/{print $1}'; }
+  per_op() {  # per_op LONG SHORT CMD... (CMD takes the iteration count last)
+    local long=$1 short=$2; shift 2
+    local a b; a=$(cpu_ms "$@" "$long"); b=$(cpu_ms "$@" "$short")
+    awk -v a="$a" -v b="$b" -v n=$((long - short)) 'BEGIN{printf "%.0f us\n", 1000*(a-b)/n}'
+  }
+  section "CPU per operation, all ranks (perf stat task-clock, long run minus short run)"
+  echo "gw-perf -b 32 MiB each way:        $(per_op 22 2 "$perf" --ranks 2 -b -s 32M -n)"
+  echo "allreduce 64 MiB, 2 ranks, ring:   $(per_op 12 2 "$coll" --ranks 2 -b 64M -e 64M -w 1 -c 0 -n)"
+  echo "allreduce 4 KiB, 4 ranks:          $(per_op 4000 400 "$coll" --ranks 4 -b 4K -e 4K -w 10 -c 0 -n)"
+  echo "  same, transport.spin_us=0:        $(GW_TRANSPORT_SPIN_US=0 per_op 4000 400 "$coll" --ranks 4 -b 4K -e 4K -w 10 -c 0 -n)"
+  endsec
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
