@@ -28,6 +28,38 @@ Result<uint64_t> parse_size(std::string_view text) {
   return v << shift;
 }
 
+namespace {
+
+// perftest's device options (-d, -x, -q) become rdma device arguments. Without -t they pick
+// the rdma transport, as ib_send_bw would. @return false after printing why.
+bool apply_rdma_options(Options& o, bool transport_given, const std::string& dev, int gid,
+                        int qps) {
+  if (dev.empty() && gid < 0 && qps <= 0) return true;
+  if (!transport_given) o.transport = "rdma";
+  if (o.transport != "rdma" && o.transport.rfind("rdma:", 0) != 0) {
+    std::fprintf(stderr, "gw-perf: -d, -x and -q apply to -t rdma, not '%s'\n",
+                 o.transport.c_str());
+    return false;
+  }
+  auto add = [&](const char* key, const std::string& value) {
+    if (o.transport.find(std::string(":") + key + "=") != std::string::npos ||
+        o.transport.find(std::string(",") + key + "=") != std::string::npos) {
+      std::fprintf(stderr, "gw-perf: %s= is given twice (in -t and as an option)\n", key);
+      return false;
+    }
+    o.transport += (o.transport.find(':') == std::string::npos ? ":" : ",") +
+                   std::string(key) + "=" + value;
+    return true;
+  };
+  if (!dev.empty() && !add("dev", dev)) return false;
+  if (gid >= 0 && !add("gid_index", std::to_string(gid))) return false;
+  if (qps > 0 && !add("qps_per_conn", std::to_string(qps))) return false;
+  if (qps > 0) o.qps = qps;
+  return true;
+}
+
+}  // namespace
+
 uint64_t default_iters(Test test) { return test == Test::kBw ? 5000 : 1000; }
 
 uint64_t max_size(const Options& o) {
@@ -49,10 +81,17 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   bool all = false;
   int streams = 0;
   int64_t timeout_ms = o.timeout.count();
+  std::string ib_dev;
+  int gid_index = -1, qps = 0;
   app.add_option("host", o.host, "server to connect to (omit to be the server)");
   app.add_option("-t,--transport", o.transport,
                  "transport spec, e.g. tcp, tcp:streams=4, auto")
       ->capture_default_str();
+  app.add_option("-d,--ib-dev", ib_dev, "rdma device, e.g. rxe0 (implies -t rdma)");
+  app.add_option("-x,--gid-index", gid_index, "rdma GID index (implies -t rdma)")
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("-q,--qp", qps, "rdma queue pairs per connection (implies -t rdma)")
+      ->check(CLI::Range(1, 8));
   app.add_option("--streams", streams, "shortcut: append streams=N to a tcp spec")
       ->check(CLI::Range(1, 64));
   app.add_option("-p,--port", o.port, "TCP store port of the server")->capture_default_str();
@@ -89,6 +128,10 @@ Options parse_options(int argc, char** argv, int* exit_code) {
     return o;
   }
   o.port_given = app.count("--port") > 0;
+  if (!apply_rdma_options(o, app.count("--transport") > 0, ib_dev, gid_index, qps)) {
+    *exit_code = 2;
+    return o;
+  }
   o.test = test == "lat" ? Test::kLat : Test::kBw;
   o.timeout = Millis(timeout_ms);
   if (streams > 0) {

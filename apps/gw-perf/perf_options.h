@@ -16,6 +16,7 @@ enum class Test : uint8_t { kBw = 0, kLat = 1 };
 
 struct Options {
   std::string transport = "tcp";  ///< spec for Transport::open
+  int qps = 1;                    ///< rdma: queue pairs per connection (-q)
   std::string host;               ///< empty: server (rank 0); else the client dials it
   uint16_t port = 18515;          ///< TCP store port
   bool port_given = false;        ///< --port was on the command line

@@ -93,6 +93,7 @@ void print_header(const Options& o, const TransportProperties& props, uint32_t d
               bw ? (o.bidir ? "Send Bidirectional BW" : "Send BW") : "Send Latency");
   std::printf(" Transport       : %s (driver %s, device %s)\n", o.transport.c_str(),
               props.name.c_str(), props.device.empty() ? "-" : props.device.c_str());
+  if (props.name == "rdma") std::printf(" Number of qps   : %d\n", o.qps);
   if (bw) std::printf(" TX depth        : %u\n", depth);
   std::printf(" Wait mode       : %s\n",
               o.busy ? "busy-poll (--busy)" : "blocking (spin transport.spin_us, then sleep on fd)");

@@ -20,22 +20,6 @@ bool RdmaEndpoint::credit_due() const {
   return posted_ - advertised_ >= every;
 }
 
-void RdmaEndpoint::repost(uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(rx_mem_.get() + size_t{slot} * slot_bytes_),
-              static_cast<uint32_t>(slot_bytes_), rx_mr_->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = make_wr(WrKind::kRecv, id_, slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  int rc = ibv_post_recv(qp_.get(), &wr, &bad);
-  if (rc != 0) {
-    fail(Status(Code::kSystemError, "rdma: ibv_post_recv toward " + peer_name_, rc));
-    return;
-  }
-  ++posted_;
-}
-
 void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
   Completion c;
   c.wr_id = wr_id;
@@ -61,14 +45,21 @@ void RdmaEndpoint::finish_send(uint32_t s, Code code) {
   free_sends_.push_back(s);
 }
 
+// The opcode of a failed completion is undefined: `what` says whether it was a receive.
 Status RdmaEndpoint::wc_error(const ibv_wc& wc, const char* what) const {
+  const bool recv = std::strcmp(what, "receive") == 0;
+  const char* hint = "";
+  if (wc.status == IBV_WC_RETRY_EXC_ERR) hint = "; is the peer alive?";
+  if (recv && (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR)) {
+    hint = "; the peer sent more than a receive buffer holds (different rdma.eager_bytes, or "
+           "not a gradwire peer)";
+  }
   return Status(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR
                     ? Code::kUnavailable
                     : Code::kRemoteError,
-                std::string("rdma: ") + what + " to " + peer_name_ + " on " + t_->dev().name +
-                    " failed: " + ibv_wc_status_str(wc.status) + " (vendor error " +
-                    std::to_string(wc.vendor_err) + ")" +
-                    (wc.status == IBV_WC_RETRY_EXC_ERR ? "; is the peer alive?" : ""));
+                std::string("rdma: ") + what + (recv ? " from " : " to ") + peer_name_ +
+                    " on " + t_->dev().name + " failed: " + ibv_wc_status_str(wc.status) +
+                    " (vendor error " + std::to_string(wc.vendor_err) + ")" + hint);
 }
 
 Status RdmaEndpoint::protocol_error(const std::string& what) {
@@ -81,8 +72,14 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
     on_recv(wc, idx);
     return;
   }
-  if (sq_used_ > 0) --sq_used_;
-  if (kind == WrKind::kMsg) free_tx_.push_back(idx);
+  if (kind == WrKind::kLaneRecv) {
+    on_lane_recv(wc, idx);
+    return;
+  }
+  const bool write = kind == WrKind::kWrite || kind == WrKind::kWriteImm;
+  const uint32_t lane = write ? idx >> 24 : 0;
+  if (write) idx &= kImmSlotMask;
+  if (lane < lanes_.size()) retire(lane);
   if (wc.status != IBV_WC_SUCCESS) {
     if (!failed()) {
       const char* what = kind == WrKind::kMsg ? "SEND" : kind == WrKind::kCredit
@@ -92,33 +89,56 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
     }
     return;
   }
-  if (kind == WrKind::kWriteImm && idx < sends_.size() && sends_[idx].used) {
+  if (kind == WrKind::kWriteImm && idx < sends_.size() && sends_[idx].used &&
+      sends_[idx].stripes_left > 0 && --sends_[idx].stripes_left == 0) {
     ++t_->counters_.rndv_sent;
     finish_send(idx, Code::kOk);
   }
 }
 
+bool RdmaEndpoint::on_write_imm(uint32_t imm) {
+  uint32_t r = imm & kImmSlotMask;
+  if (r >= rndv_.size() || !rndv_[r].used || rndv_[r].stripes_left == 0) {
+    fail(protocol_error("RDMA WRITE for receive slot " + std::to_string(r) +
+                        ", which is not waiting for one"));
+    return false;
+  }
+  RndvRecv& rv = rndv_[r];
+  if (--rv.stripes_left > 0) return true;
+  if (rv.bounce) {
+    landed(r);
+    return true;
+  }
+  ++t_->counters_.msgs_received;
+  t_->counters_.bytes_received += rv.len;
+  complete(rv.req.wr_id, rv.tag, rv.len, Op::kRecv, Code::kOk);
+  if (rv.reg) t_->regcache().release(rv.reg);
+  rv = RndvRecv{};
+  free_rndv_.push_back(r);
+  return true;
+}
+
+void RdmaEndpoint::on_lane_recv(const ibv_wc& wc, uint32_t lane) {
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (!failed()) fail(wc_error(wc, "receive"));
+    return;
+  }
+  if (failed()) return;
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
+    fail(protocol_error("a SEND on data queue pair " + std::to_string(lane)));
+    return;
+  }
+  if (on_write_imm(ntohl(wc.imm_data))) repost_lane(lane);
+}
+
 void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   if (wc.status != IBV_WC_SUCCESS) {
-    if (!failed()) fail(wc_error(wc, "receive from"));
+    if (!failed()) fail(wc_error(wc, "receive"));
     return;
   }
   if (failed()) return;
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-    uint32_t r = ntohl(wc.imm_data) & kImmSlotMask;
-    if (r >= rndv_.size() || !rndv_[r].used) {
-      fail(protocol_error("RDMA WRITE for receive slot " + std::to_string(r) +
-                          ", which is not waiting for one"));
-      return;
-    }
-    RndvRecv& rv = rndv_[r];
-    ++t_->counters_.msgs_received;
-    t_->counters_.bytes_received += rv.len;
-    complete(rv.req.wr_id, rv.tag, rv.len, Op::kRecv, Code::kOk);
-    if (rv.reg) t_->regcache().release(rv.reg);
-    rv = RndvRecv{};
-    free_rndv_.push_back(r);
-    repost(slot);
+    if (on_write_imm(ntohl(wc.imm_data))) repost(slot);
     return;
   }
   const uint8_t* buf = rx_mem_.get() + size_t{slot} * slot_bytes_;
@@ -144,6 +164,10 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
     } else if (h.type == static_cast<uint8_t>(MsgType::kCts) &&
                (h.len < sends_[h.id].req.len || h.rkey == 0)) {
       bad = "clear-to-send smaller than the message";
+    } else if (h.type == static_cast<uint8_t>(MsgType::kCts) &&
+               (h.stripes < 1 || h.stripes > lanes_.size() ||
+                h.stripes > sends_[h.id].req.len)) {
+      bad = "clear-to-send with a stripe count this connection cannot carry";
     }
   } else {
     bad = "unknown message type";
@@ -166,11 +190,16 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     s.awaiting_cts = false;
     TxItem it;
     it.write = true;
+    it.stripes = static_cast<uint8_t>(h.stripes);
     it.id = h.id;
     it.id2 = h.id2;
     it.len = s.req.len;
     it.addr = h.addr;
     it.rkey = h.rkey;
+    const uint64_t per = (it.len + it.stripes - 1) / it.stripes;
+    for (uint32_t i = 0; i < it.stripes; ++i) s.off[i] = i * per;
+    s.stripes_left = it.stripes;
+    if (it.stripes > 1) ++t_->counters_.striped_sends;
     if (txq_.full()) {
       fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
       return;
@@ -219,21 +248,9 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
       std::memcpy(u.data.get(), payload, h.len);
       t_->unexpected_used_ += h.len;
     }
+    if (type == MsgType::kRts) pull(u);
     unexp_.push_back(std::move(u));
   }
-}
-
-int RdmaEndpoint::find_unexpected(uint64_t tag) const {
-  for (size_t i = 0; i < unexp_.size(); ++i)
-    if (tag == kAnyTag || unexp_[i].tag == tag) return static_cast<int>(i);
-  return -1;
-}
-
-void RdmaEndpoint::take_unexpected(int u, const RecvRequest& r) {
-  Unexpected m = std::move(unexp_[static_cast<size_t>(u)]);
-  unexp_.erase(unexp_.begin() + u);
-  if (m.data) t_->unexpected_used_ -= m.len;
-  deliver(r, m.type, m.tag, m.len, m.data.get(), m.send_id);
 }
 
 void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
@@ -245,6 +262,15 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
     complete(r.wr_id, tag, len, Op::kRecv, Code::kInvalidArgument);
     if (type == MsgType::kEager) return;
     it.type = MsgType::kReject;
+  } else if (type == MsgType::kEager && len > 0 && r.mr &&
+             r.mr->kind() == MemKind::kCudaDevice) {
+    // The CPU cannot copy into device memory (staging hook: a cudaMemcpy from the eager
+    // buffer would go here). Senders of CUDA memory use rendezvous; host senders must too.
+    t_->log_->warn("rdma: eager message of {} bytes from {} for a receive in CUDA memory; "
+                   "send from CUDA memory or set rdma.eager_bytes=0 on the sender",
+                   len, peer_name_);
+    complete(r.wr_id, tag, len, Op::kRecv, Code::kNotSupported);
+    return;
   } else if (type == MsgType::kEager) {
     if (len) std::memcpy(r.buf, payload, len);
     ++t_->counters_.msgs_received;
@@ -272,8 +298,17 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
     }
     uint32_t s = free_rndv_.back();
     free_rndv_.pop_back();
-    rndv_[s] = RndvRecv{r, tag, len, e, true};
+    // Stripes of at least rdma.min_stripe_bytes, one per lane at most.
+    const uint8_t stripes = stripes_for(len);
+    rndv_[s] = RndvRecv{};
+    rndv_[s].req = r;
+    rndv_[s].tag = tag;
+    rndv_[s].len = len;
+    rndv_[s].reg = e;
+    rndv_[s].stripes_left = stripes;
+    rndv_[s].used = true;
     it.type = MsgType::kCts;
+    it.stripes = stripes;
     it.id2 = s;
     it.len = len;
     it.addr = reinterpret_cast<uintptr_t>(r.buf);
@@ -286,126 +321,14 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
   txq_.push(it);
 }
 
-bool RdmaEndpoint::post_msg(const TxItem& it) {
-  if (sq_used_ >= t_->opts().sq_depth || free_tx_.empty()) return false;
-  if (credits() <= 0) {
-    ++t_->counters_.credit_stalls;
-    return false;
-  }
-  uint32_t slot = free_tx_.back();
-  uint8_t* buf = tx_mem_.get() + size_t{slot} * slot_bytes_;
-  MsgHdr h;
-  h.type = static_cast<uint8_t>(it.type);
-  h.posted = posted_;
-  h.id = it.id;
-  h.id2 = it.id2;
-  h.tag = it.tag;
-  h.len = it.len;
-  h.addr = it.addr;
-  h.rkey = it.rkey;
-  std::memcpy(buf, &h, sizeof h);
-  size_t total = sizeof h;
-  if (it.type == MsgType::kEager) {
-    if (it.len) std::memcpy(buf + sizeof h, sends_[it.id].req.buf, it.len);
-    total += it.len;
-  }
-  ibv_sge sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total), tx_mr_->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = make_wr(WrKind::kMsg, id_, slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  if (total <= max_inline_) {
-    wr.send_flags |= IBV_SEND_INLINE;
-    ++t_->counters_.inline_sends;
-  }
-  ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(qp_.get(), &wr, &bad);
-  if (rc != 0) {
-    fail(Status(Code::kSystemError, "rdma: ibv_post_send toward " + peer_name_, rc));
-    return false;
-  }
-  free_tx_.pop_back();
-  ++sq_used_;
-  ++sent_;
-  advertised_ = posted_;
-  if (it.type == MsgType::kEager) {
-    ++t_->counters_.eager_sent;
-    finish_send(it.id, Code::kOk);  // the payload is copied: the caller's buffer is free
-  }
-  return true;
-}
-
-bool RdmaEndpoint::post_write(TxItem& it) {
-  SendSlot& s = sends_[it.id];
-  const uint64_t chunk_max = t_->opts().write_chunk;
-  while (s.written < it.len) {
-    uint64_t chunk = std::min(chunk_max, it.len - s.written);
-    bool last = s.written + chunk == it.len;
-    if (sq_used_ >= t_->opts().sq_depth) return false;
-    if (last && credits() <= 0) {
-      ++t_->counters_.credit_stalls;
-      return false;
-    }
-    ibv_sge sge{reinterpret_cast<uintptr_t>(s.req.buf) + s.written,
-                static_cast<uint32_t>(chunk), s.lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = make_wr(last ? WrKind::kWriteImm : WrKind::kWrite, id_, it.id);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(it.id2);
-    wr.wr.rdma.remote_addr = it.addr + s.written;
-    wr.wr.rdma.rkey = it.rkey;
-    ibv_send_wr* bad = nullptr;
-    int rc = ibv_post_send(qp_.get(), &wr, &bad);
-    if (rc != 0) {
-      fail(Status(Code::kSystemError, "rdma: ibv_post_send (RDMA WRITE) toward " + peer_name_,
-                  rc));
-      return false;
-    }
-    ++sq_used_;
-    s.written += chunk;
-    if (last) ++sent_;
-  }
-  return true;
-}
-
-void RdmaEndpoint::post_credit() {
-  if (sq_used_ >= t_->opts().sq_depth) return;
-  credit_->my_posted = posted_;
-  ibv_sge sge{reinterpret_cast<uintptr_t>(&credit_->my_posted), 4, credit_mr_->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = make_wr(WrKind::kCredit, id_, 0);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED | (max_inline_ >= 4 ? IBV_SEND_INLINE : 0);
-  wr.wr.rdma.remote_addr = peer_credit_addr_;
-  wr.wr.rdma.rkey = peer_credit_rkey_;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(qp_.get(), &wr, &bad) != 0) return;
-  ++sq_used_;
-  ++t_->counters_.credit_writes;
-  advertised_ = posted_;
-}
-
-void RdmaEndpoint::flush() {
-  if (failed() || !qp_) return;
-  while (!txq_.empty()) {
-    TxItem& it = txq_.front();
-    if (!(it.write ? post_write(it) : post_msg(it))) break;
-    if (failed()) return;
-    txq_.pop();
-  }
-  if (credit_due()) post_credit();
-}
-
 void RdmaEndpoint::fail(const Status& st) {
   if (failed()) return;
   error_ = st;
+  for (Lane& lane : lanes_) {  // first: nothing may land in buffers released below
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(lane.qp.get(), &a, IBV_QP_STATE);
+  }
   ++t_->counters_.endpoint_errors;
   t_->log_->warn("{}", st.to_string());
   const Code code = st.code();
@@ -419,18 +342,14 @@ void RdmaEndpoint::fail(const Status& st) {
   for (uint32_t i = 0; i < rndv_.size(); ++i) {
     RndvRecv& rv = rndv_[i];
     if (!rv.used) continue;
-    complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
+    if (rv.has_req && !rv.discard) complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
     if (rv.reg) t_->regcache().release(rv.reg);
+    if (rv.bounce) t_->unexpected_used_ -= rv.len;
     rv = RndvRecv{};
   }
   for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
   unexp_.clear();
   txq_.clear();
-  if (qp_) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE);
-  }
   ctrl_ = Fd();  // closing it leaves the epoll set
   complete(0, 0, 0, Op::kEndpointError, code);
 }

@@ -28,9 +28,10 @@ class RdmaMrHandle final : public MrHandle {
 
 }  // namespace
 
-Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind) {
+Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind,
+                                 const GpuPath* cuda) {
   if (len == 0) return MemoryRegion(addr, 0, kind, 0, nullptr);
-  GW_ASSIGN_OR_RETURN(RegCache::Entry * e, cache.acquire(addr, len));
+  GW_ASSIGN_OR_RETURN(RegCache::Entry * e, cache.acquire(addr, len, cuda));
   return MemoryRegion(addr, len, kind, e->mr->rkey,
                       std::make_unique<RdmaMrHandle>(&cache, e, addr, len));
 }
@@ -40,19 +41,58 @@ RegCache::Entry* region_entry(const MemoryRegion* mr) {
   return h ? h->entry() : nullptr;
 }
 
-RdmaEndpoint::RdmaEndpoint(RdmaTransport* t, uint32_t id) : t_(t), id_(id) {
+RdmaEndpoint::RdmaEndpoint(RdmaTransport* t, uint32_t id)
+    : t_(t), id_(id), cq_entries_(t->cq_per_endpoint()) {
   ctrl_item_.kind = PollItem::kCtrl;
   ctrl_item_.ep = this;
 }
 
 RdmaEndpoint::~RdmaEndpoint() {
   t_->endpoint_gone(this);
-  qp_.reset();  // before the memory it points at is deregistered
+  lanes_.clear();  // the queue pairs go before the memory they point at is deregistered
   for (auto& s : sends_)
     if (s.used && s.reg) t_->regcache().release(s.reg);
-  for (auto& r : rndv_)
+  for (auto& r : rndv_) {
     if (r.used && r.reg) t_->regcache().release(r.reg);
+    if (r.used && r.bounce) t_->unexpected_used_ -= r.len;
+  }
   for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
+}
+
+Status RdmaEndpoint::create_lane(uint32_t i, uint32_t recv_depth) {
+  const Options& o = t_->opts();
+  const std::string& dev = t_->dev().name;
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = t_->verbs_cq();
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = o.sq_depth;
+  qa.cap.max_recv_wr = recv_depth;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = i == 0 ? o.max_inline : 0;
+  QpPtr qp(ibv_create_qp(t_->pd(), &qa));
+  if (!qp && qa.cap.max_inline_data > 0) {  // the device may not inline that much
+    qa.cap.max_inline_data = 0;
+    qp.reset(ibv_create_qp(t_->pd(), &qa));
+  }
+  if (!qp) {
+    return Status(Code::kResourceExhausted,
+                  "rdma: ibv_create_qp on " + dev + " (queue pair " + std::to_string(i) +
+                      " of " + std::to_string(o.qps) + ", send " + std::to_string(o.sq_depth) +
+                      ", receive " + std::to_string(recv_depth) +
+                      " work requests) failed; lower rdma.sq_depth, rdma.recv_depth, "
+                      "rdma.max_outstanding or rdma.qps_per_conn",
+                  errno);
+  }
+  if (i == 0) max_inline_ = qa.cap.max_inline_data;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = static_cast<uint8_t>(t_->dev().port);
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(qp.get(), &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
+    return Status(Code::kSystemError, "rdma: QP to INIT on " + dev, errno);
+  lanes_.push_back(Lane{std::move(qp), 0});
+  return Status();
 }
 
 Status RdmaEndpoint::create() {
@@ -78,44 +118,25 @@ Status RdmaEndpoint::create() {
   GW_RETURN_IF_ERROR(reg(tx_mem_.get(), slot_bytes_ * o.sq_depth, 0, &tx_mr_));
   GW_RETURN_IF_ERROR(reg(credit_.get(), sizeof(CreditWords),
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &credit_mr_));
-
-  ibv_qp_init_attr qa{};
-  qa.send_cq = qa.recv_cq = t_->verbs_cq();
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = o.sq_depth;
-  qa.cap.max_recv_wr = o.recv_depth;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  qa.cap.max_inline_data = o.max_inline;
-  qp_.reset(ibv_create_qp(t_->pd(), &qa));
-  if (!qp_ && o.max_inline > 0) {  // the device may not inline that much
-    qa.cap.max_inline_data = 0;
-    qp_.reset(ibv_create_qp(t_->pd(), &qa));
-  }
-  if (!qp_) {
-    return Status(Code::kResourceExhausted,
-                  "rdma: ibv_create_qp on " + dev + " (send " + std::to_string(o.sq_depth) +
-                      ", receive " + std::to_string(o.recv_depth) + " work requests) failed",
-                  errno);
-  }
-  max_inline_ = qa.cap.max_inline_data;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = static_cast<uint8_t>(t_->dev().port);
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(qp_.get(), &a,
-                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
-    return Status(Code::kSystemError, "rdma: QP to INIT on " + dev, errno);
+  // Rendezvous slots: at most the peer's outstanding sends, doubled for slack. Each lane
+  // beyond the first pre-posts one receive per slot: a slot takes one stripe per lane.
+  const uint32_t rndv_slots = 2 * o.max_outstanding;
+  for (uint32_t i = 0; i < o.qps; ++i)
+    GW_RETURN_IF_ERROR(create_lane(i, i == 0 ? o.recv_depth : rndv_slots));
   std::random_device rd;
   psn_ = rd() & 0xFFFFFF;
 
   sends_.resize(o.max_outstanding);
   for (uint32_t i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
-  rndv_.resize(2 * size_t{o.max_outstanding});
-  for (uint32_t i = 2 * o.max_outstanding; i-- > 0;) free_rndv_.push_back(i);
-  for (uint32_t i = o.sq_depth; i-- > 0;) free_tx_.push_back(i);
+  rndv_.resize(rndv_slots);
+  for (uint32_t i = rndv_slots; i-- > 0;) free_rndv_.push_back(i);
   recvs_.init(o.max_outstanding);
   txq_.init(6 * size_t{o.max_outstanding} + 16);
+  init_posting();
   for (uint32_t i = 0; i < o.recv_depth; ++i) repost(i);
+  post_recvs();
+  for (uint32_t l = 1; l < lanes_.size(); ++l)
+    for (uint32_t i = 0; i < rndv_slots; ++i) repost_lane(l);
   if (failed()) return error_;
   return Status();
 }
@@ -125,7 +146,9 @@ Hello RdmaEndpoint::local_hello(uint64_t key) const {
   Hello h;
   h.key = key;
   h.lid = d.lid;
-  h.qpn = qp_->qp_num;
+  h.qpn = lanes_[0].qp->qp_num;
+  h.nqps = static_cast<uint8_t>(lanes_.size());
+  for (size_t i = 1; i < lanes_.size(); ++i) h.qpn_more[i - 1] = lanes_[i].qp->qp_num;
   h.psn = psn_;
   std::memcpy(h.gid, d.gid.raw, 16);
   h.mtu = static_cast<uint8_t>(d.mtu);
@@ -140,45 +163,53 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
   const DeviceChoice& d = t_->dev();
   const Options& o = t_->opts();
   if (r.magic != kHelloMagic || r.version != kWireVersion || r.recv_depth == 0 ||
-      r.mtu < IBV_MTU_256 || r.mtu > IBV_MTU_4096) {
+      r.mtu < IBV_MTU_256 || r.mtu > IBV_MTU_4096 || r.nqps < 1 || r.nqps > kMaxQps) {
     return Status(Code::kProtocolError,
                   "rdma: malformed hello from " + who + " (magic " + std::to_string(r.magic) +
-                      ", version " + std::to_string(r.version) + ")");
+                      ", version " + std::to_string(r.version) + ", " +
+                      std::to_string(r.nqps) + " queue pairs; this side speaks version " +
+                      std::to_string(kWireVersion) + ")");
   }
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = std::min(d.mtu, static_cast<ibv_mtu>(r.mtu));
-  a.dest_qp_num = r.qpn & 0xFFFFFF;
-  a.rq_psn = r.psn & 0xFFFFFF;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 12;
-  a.ah_attr.port_num = static_cast<uint8_t>(d.port);
-  a.ah_attr.dlid = r.lid;
-  if (d.roce || r.lid == 0) {
-    a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, r.gid, 16);
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(d.gid_index);
-    a.ah_attr.grh.hop_limit = 64;
+  // Both sides use the fewer queue pairs; the surplus ones are destroyed unused.
+  lanes_.resize(std::min<size_t>(lanes_.size(), r.nqps));
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    const uint32_t qpn = i == 0 ? r.qpn : r.qpn_more[i - 1];
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = std::min(d.mtu, static_cast<ibv_mtu>(r.mtu));
+    a.dest_qp_num = qpn & 0xFFFFFF;
+    a.rq_psn = r.psn & 0xFFFFFF;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = static_cast<uint8_t>(d.port);
+    a.ah_attr.dlid = r.lid;
+    if (d.roce || r.lid == 0) {
+      a.ah_attr.is_global = 1;
+      std::memcpy(a.ah_attr.grh.dgid.raw, r.gid, 16);
+      a.ah_attr.grh.sgid_index = static_cast<uint8_t>(d.gid_index);
+      a.ah_attr.grh.hop_limit = 64;
+    }
+    ibv_qp* qp = lanes_[i].qp.get();
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+      return Status(Code::kSystemError,
+                    "rdma: QP to RTR toward " + who + " (QPN " + std::to_string(qpn) +
+                        ", GID " + gid_to_string(*reinterpret_cast<const ibv_gid*>(r.gid)) + ")",
+                    errno);
+    }
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = o.qp_timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.sq_psn = psn_;
+    a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+      return Status(Code::kSystemError, "rdma: QP to RTS toward " + who, errno);
   }
-  if (ibv_modify_qp(qp_.get(), &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
-    return Status(Code::kSystemError,
-                  "rdma: QP to RTR toward " + who + " (QPN " + std::to_string(r.qpn) +
-                      ", GID " + gid_to_string(*reinterpret_cast<const ibv_gid*>(r.gid)) + ")",
-                  errno);
-  }
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = o.qp_timeout;
-  a.retry_cnt = o.retry_cnt;
-  a.rnr_retry = o.rnr_retry;
-  a.sq_psn = psn_;
-  a.max_rd_atomic = 1;
-  if (ibv_modify_qp(qp_.get(), &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
-    return Status(Code::kSystemError, "rdma: QP to RTS toward " + who, errno);
   eager_limit_ = std::min(o.eager_bytes, r.eager_bytes);
   peer_posted_ = r.recv_depth;
   credit_->peer_posted = r.recv_depth;
@@ -237,7 +268,9 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     SendSlot& slot = sends_[s];
     slot = SendSlot{};
     slot.req = r;
-    if (r.len > eager_limit_) {
+    // CUDA memory is never copied by the CPU: it goes by rendezvous whatever its size.
+    const bool cuda = r.mr && r.mr->kind() == MemKind::kCudaDevice;
+    if (r.len > eager_limit_ || (cuda && r.len > 0)) {
       RegCache::Entry* e = region_entry(r.mr);
       if (!e) {
         auto got = t_->regcache().acquire(r.buf, r.len);

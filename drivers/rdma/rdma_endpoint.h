@@ -8,7 +8,10 @@
 /// receivers repost at once and return credits in every header and, when traffic is one-way,
 /// by an RDMA WRITE of their posted-count into the sender's credit word (needs no credit).
 /// All outgoing work goes through one ordered software queue, so a lack of credits or send
-/// queue room only delays it.
+/// queue room only delays it. With rdma.qps_per_conn > 1 the connection has more queue pairs
+/// ("lanes"): lane 0 carries every SEND (so matching keeps the send order) and its share of
+/// rendezvous data; the others carry only rendezvous stripes, and pre-post one empty receive
+/// per rendezvous slot, so their WRITEs with immediate never need credits.
 /// Thread-safety: none; owned by the caller, driven by its RdmaTransport.
 #pragma once
 
@@ -22,7 +25,9 @@
 namespace gw::drv::rdma {
 
 /// A MemoryRegion sharing a cache entry; its death invalidates the range in the cache.
-Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind);
+/// `cuda`: the GPUDirect path for MemKind::kCudaDevice memory (see RegCache::acquire).
+Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind,
+                                 const GpuPath* cuda = nullptr);
 /// The cache entry behind a region made by make_region; null for none (or length 0).
 RegCache::Entry* region_entry(const MemoryRegion* mr);
 
@@ -44,11 +49,17 @@ class RdmaEndpoint final : public Endpoint {
   void bind(const ConnectParams& p, Fd ctrl);
   int ctrl_fd() const { return ctrl_.get(); }
   uint32_t id() const { return id_; }
+  uint32_t qpn() const { return lanes_.empty() ? 0 : lanes_[0].qp->qp_num; }
+  /// Queue pair of `lane` (null past the last): for tests that speak raw verbs to a peer.
+  ibv_qp* qp(size_t lane) const { return lane < lanes_.size() ? lanes_[lane].qp.get() : nullptr; }
+  size_t lanes() const { return lanes_.size(); }
+  /// Completion-queue entries this endpoint may occupy (fixed at create()).
+  int cq_entries() const { return cq_entries_; }
 
   // --- data path (rdma_datapath.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
   void flush();
-  bool has_tx() const { return !txq_.empty() || credit_due(); }
+  bool has_tx() const { return !txq_.empty() || rstaged_ > 0 || credit_due(); }
   void fail(const Status& st);
   bool failed() const { return !error_.ok(); }
   /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
@@ -60,8 +71,9 @@ class RdmaEndpoint final : public Endpoint {
   struct SendSlot {
     SendRequest req;
     RegCache::Entry* reg = nullptr;  // taken from the cache for a rendezvous send
-    uint64_t written = 0;            // rendezvous bytes whose WRITE is posted
+    uint64_t off[kMaxQps] = {};      // per stripe: next byte to WRITE
     uint32_t lkey = 0;
+    uint8_t stripes_left = 0;        // WRITEs with immediate not yet completed
     bool awaiting_cts = false;
     bool used = false;
   };
@@ -69,21 +81,29 @@ class RdmaEndpoint final : public Endpoint {
     RecvRequest req;
     uint64_t post_seq = 0;
   };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
   struct RndvRecv {
     RecvRequest req;
     uint64_t tag = 0, len = 0;
     RegCache::Entry* reg = nullptr;
+    uint8_t stripes_left = 0;  // WRITEs with immediate still to come
     bool used = false;
+    bool has_req = true;   // false: pulled unexpectedly, no receive matched yet
+    bool discard = false;  // its receive already completed (too small): drop the data
+    std::unique_ptr<uint8_t[]> bounce;  // unexpected pull: the data lands here first
+    MrPtr bounce_mr;
   };
   struct Unexpected {
     MsgType type = MsgType::kEager;
     uint64_t tag = 0, len = 0, arrival = 0;
     uint32_t send_id = 0;
+    uint32_t rndv = kNoSlot;  // a rendezvous being pulled into this slot's bounce buffer
     std::unique_ptr<uint8_t[]> data;
   };
   struct TxItem {
     MsgType type = MsgType::kEager;
     bool write = false;     // rendezvous data for send slot `id`
+    uint8_t stripes = 1;    // CTS and write: lanes the data is spread over
     uint32_t id = 0, id2 = 0;
     uint64_t tag = 0, len = 0, addr = 0;
     uint32_t rkey = 0;
@@ -92,7 +112,20 @@ class RdmaEndpoint final : public Endpoint {
   Status check_send(const SendRequest& r) const;
   Status check_recv(const RecvRequest& r) const;
   void on_recv(const ibv_wc& wc, uint32_t slot);
+  /// A rendezvous stripe landed (WRITE with immediate on any lane). @return false on error.
+  bool on_write_imm(uint32_t imm);
+  void on_lane_recv(const ibv_wc& wc, uint32_t lane);
   void on_message(const MsgHdr& h, const uint8_t* payload);
+  /// Stripes (lanes) a rendezvous of `len` bytes is spread over.
+  uint8_t stripes_for(uint64_t len) const;
+  // --- unexpected rendezvous (rdma_unexpected.cc) ---
+  /// Within rdma.unexpected_bytes, answers an unexpected RTS at once with a bounce buffer,
+  /// so the send completes before its receive is posted (as over TCP); else it waits.
+  void pull(Unexpected& u);
+  /// A pulled message's last stripe landed in slot `r`'s bounce buffer.
+  void landed(uint32_t r);
+  /// Receive `r` matched a message still being pulled into slot `s`.
+  void attach(uint32_t s, const RecvRequest& r);
   /// Deliver an arrived message to receive `r` (eager payload or rendezvous request).
   void deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                const uint8_t* payload, uint32_t send_id);
@@ -103,7 +136,20 @@ class RdmaEndpoint final : public Endpoint {
   void post_credit();
   bool credit_due() const;
   int32_t credits() const;
+  // --- posting (rdma_post.cc) ---
+  void init_posting();
+  /// Stages lane 0's receive buffer `slot`; post_recvs() posts the staged ones.
   void repost(uint32_t slot);
+  void post_recvs();
+  void repost_lane(uint32_t lane);
+  bool room(uint32_t lane) const;
+  /// Adds `wr` (with `sge`) to lane `l`'s chain; `msg`: it uses a transmit buffer.
+  void stage(uint32_t l, ibv_send_wr wr, const ibv_sge& sge, bool msg, bool must_signal);
+  void post_staged(uint32_t l);
+  /// A signalled send completion on lane `l`: retires it and the unsignalled ones before it.
+  void retire(uint32_t l);
+  /// Creates lane `i`'s queue pair in INIT. @return ResourceExhausted/SystemError.
+  Status create_lane(uint32_t i, uint32_t recv_depth);
   Status protocol_error(const std::string& what);
   Status wc_error(const ibv_wc& wc, const char* what) const;
 
@@ -112,11 +158,28 @@ class RdmaEndpoint final : public Endpoint {
   Status error_;
   Fd ctrl_;
   CtrlItem ctrl_item_;
-  QpPtr qp_;
+  static constexpr uint32_t kStageMax = 32;  // work requests per ibv_post_send
+  struct Sig {
+    uint32_t wrs = 0, msgs = 0;  // what one signalled completion retires
+  };
+  struct Lane {
+    QpPtr qp;
+    uint32_t sq_used = 0;  // send work requests staged or posted, not retired
+    uint32_t unsignaled = 0, unsignaled_msgs = 0;
+    Ring<Sig> sigs;        // signalled requests in flight, in posting order
+    std::vector<ibv_send_wr> wrs;
+    std::vector<ibv_sge> sges;
+    uint32_t staged = 0;
+  };
+  std::vector<Lane> lanes_;  // [0]: SENDs, credits and stripe 0; [1..]: stripes only
+  int cq_entries_ = 0;
   std::unique_ptr<uint8_t[]> rx_mem_, tx_mem_;
   MrPtr rx_mr_, tx_mr_, credit_mr_;
   size_t slot_bytes_ = 0;
-  std::vector<uint32_t> free_tx_;
+  uint32_t tx_next_ = 0, tx_free_ = 0;  // transmit buffers: a ring, retired in order
+  std::vector<ibv_recv_wr> rwrs_;        // staged receive reposts of lane 0
+  std::vector<ibv_sge> rsges_;
+  uint32_t rstaged_ = 0;
   // Credits: words the peer RDMA-writes; counts that wrap at 2^32.
   struct alignas(64) CreditWords {
     volatile uint32_t peer_posted;  // written by the peer
@@ -126,7 +189,7 @@ class RdmaEndpoint final : public Endpoint {
   uint32_t posted_ = 0, advertised_ = 0, peer_posted_ = 0, sent_ = 0;
   uint64_t peer_credit_addr_ = 0;
   uint32_t peer_credit_rkey_ = 0;
-  uint32_t sq_used_ = 0, max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
+  uint32_t max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
   bool bound_ = false;  // connect() handed it to the caller (peer id known)
   std::vector<SendSlot> sends_;
   std::vector<uint32_t> free_sends_;

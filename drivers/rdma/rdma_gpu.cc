@@ -3,6 +3,10 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 
 namespace gw::drv::rdma {
 
@@ -16,7 +20,9 @@ GpuFacts probe_gpu_facts() {
   using CountFn = int (*)(int*);
   auto init = reinterpret_cast<InitFn>(::dlsym(h, "cuInit"));
   auto count = reinterpret_cast<CountFn>(::dlsym(h, "cuDeviceGetCount"));
-  f.dmabuf_symbol = ::dlsym(h, "cuMemGetHandleForAddressRange") != nullptr;
+  f.dmabuf_export =
+      reinterpret_cast<DmabufExportFn>(::dlsym(h, "cuMemGetHandleForAddressRange"));
+  f.dmabuf_symbol = f.dmabuf_export != nullptr;
   if (init && count && init(0) == 0) {
     f.libcuda = true;
     int n = 0;
@@ -42,8 +48,10 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
     return Status(Code::kNotSupported, "rdma.gpu = " + mode + " but this system lacks it (" +
                                            facts + ")");
   }
-  if (mode == "dmabuf" || (mode == "auto" && dmabuf))
-    return GpuPath{"dmabuf", true, "GPUDirect RDMA through dma-buf (" + facts + ")"};
+  if (mode == "dmabuf" || (mode == "auto" && dmabuf)) {
+    return GpuPath{"dmabuf", true, "GPUDirect RDMA through dma-buf (" + facts + ")",
+                   f.dmabuf_export};
+  }
   if (mode == "peermem" || (mode == "auto" && peermem))
     return GpuPath{"peermem", true, "GPUDirect RDMA through nvidia-peermem (" + facts + ")"};
   if (strict) {
@@ -61,6 +69,85 @@ Result<GpuPath> probe_gpu(const Config& cfg, ibv_pd* /*pd*/) {
   GpuFacts f = probe_gpu_facts();
   return choose_gpu_path(cfg.get_string("rdma.gpu").value(),
                          cfg.get_bool("rdma.gpu_strict").value(), f);
+}
+
+GpuReg gpu_registration(const GpuPath& path) {
+  if (path.name == "dmabuf" && path.zero_copy) return GpuReg::kDmabuf;
+  if (path.name == "peermem" && path.zero_copy) return GpuReg::kPeermem;
+  return GpuReg::kRefuse;
+}
+
+DmabufRange dmabuf_range(uint64_t addr, size_t len, uint64_t page) {
+  DmabufRange r;
+  r.base = addr & ~(page - 1);
+  r.size = ((addr + len + page - 1) & ~(page - 1)) - r.base;
+  r.offset = addr - r.base;
+  return r;
+}
+
+namespace {
+
+std::string describe(const void* addr, size_t len) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%p, %zu bytes of CUDA memory", addr, len);
+  return b;
+}
+
+Status verbs_error(const std::string& what, int err) {
+  const bool pin = err == ENOMEM || err == EPERM || err == EAGAIN;
+  return Status(pin ? Code::kResourceExhausted : Code::kSystemError,
+                what + (pin ? " (raise the locked-memory limit: `ulimit -l unlimited`)" : ""),
+                err);
+}
+
+}  // namespace
+
+Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len,
+                              int access, const std::string& dev) {
+  const std::string what = describe(addr, len) + " on " + dev;
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  if (addr == nullptr || len == 0 || a + len < a) {
+    return Status(Code::kInvalidArgument,
+                  "rdma: cannot register (" + what + "): null, empty or wrapping range");
+  }
+  switch (gpu_registration(path)) {
+    case GpuReg::kPeermem: {
+      ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+      if (!mr) return verbs_error("rdma: ibv_reg_mr(" + what + ") through nvidia-peermem", errno);
+      return mr;
+    }
+    case GpuReg::kDmabuf: {
+      if (!path.dmabuf_export) {
+        return Status(Code::kInternal, "rdma: dma-buf path chosen without the CUDA export");
+      }
+      static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      DmabufRange r = dmabuf_range(a, len, page);
+      int fd = -1;
+      int cu = path.dmabuf_export(&fd, r.base, r.size, kCuMemRangeHandleTypeDmaBufFd, 0);
+      if (cu != 0 || fd < 0) {
+        return Status(Code::kSystemError,
+                      "rdma: cuMemGetHandleForAddressRange(" + what + ") failed with CUresult " +
+                          std::to_string(cu) +
+                          " (is it device memory from cudaMalloc/cuMemAlloc? a driver >= 515 "
+                          "with dma-buf support? else set rdma.gpu=peermem or staging)");
+      }
+      ibv_mr* mr = ibv_reg_dmabuf_mr(pd, r.offset, len, a, fd, access);
+      int err = errno;
+      ::close(fd);  // the registration holds its own reference to the dma-buf
+      if (!mr) return verbs_error("rdma: ibv_reg_dmabuf_mr(" + what + ")", err);
+      return mr;
+    }
+    case GpuReg::kRefuse:
+      break;
+  }
+  // Hook point for staging (see rdma_transport.cc, register_memory): a pinned host bounce
+  // buffer from lib/mem would be registered here instead and the data path would copy
+  // through it. Until that exists, CUDA memory without GPUDirect is refused.
+  return Status(Code::kNotSupported,
+                "rdma: cannot register " + what + ": no GPUDirect RDMA path (" + path.why +
+                    "); rdma.gpu=staging (pinned host buffers) is not implemented in the rdma "
+                    "driver yet: load nvidia_peermem, use a dma-buf capable GPU driver, or "
+                    "copy into registered host memory");
 }
 
 }  // namespace gw::drv::rdma

@@ -1,6 +1,8 @@
 // Registration cache.
 #include "rdma_regcache.h"
 
+#include "rdma_gpu.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,7 +24,7 @@ RegCache::~RegCache() {
   for (auto& e : dying_) ibv_dereg_mr(e->mr);
 }
 
-Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len) {
+Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const GpuPath* cuda) {
   auto a = reinterpret_cast<uintptr_t>(addr);
   if (addr == nullptr || len == 0 || a + len < a) {
     return Status(Code::kInvalidArgument,
@@ -44,7 +46,15 @@ Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len) {
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t b = a & ~(page - 1), end = (a + len + page - 1) & ~(page - 1);
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(b), end - b, access);
+  ibv_mr* mr = nullptr;
+  if (cuda) {  // device memory: exactly the range, through the GPUDirect path
+    GW_ASSIGN_OR_RETURN(mr, register_cuda(pd_, *cuda, const_cast<void*>(addr), len, access,
+                                          dev_));
+    b = a;
+    end = a + len;
+  } else {
+    mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(b), end - b, access);
+  }
   if (!mr) {
     int err = errno;
     std::string what = "rdma: ibv_reg_mr(" + describe(addr, len) + ") on " + dev_ + " failed";

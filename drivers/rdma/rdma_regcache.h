@@ -19,6 +19,8 @@
 
 namespace gw::drv::rdma {
 
+struct GpuPath;
+
 class RegCache {
  public:
   struct Entry {
@@ -35,10 +37,12 @@ class RegCache {
   RegCache(const RegCache&) = delete;
   RegCache& operator=(const RegCache&) = delete;
 
-  /// A referenced entry covering [addr, addr+len). Misses register the range (page-aligned).
+  /// A referenced entry covering [addr, addr+len). Misses register the range (page-aligned);
+  /// with `cuda`, the range is CUDA device memory registered through that GPUDirect path.
   /// @return InvalidArgument (null/zero-length/wrapping range), ResourceExhausted (ibv_reg_mr
-  ///         failed with ENOMEM/EPERM: names `ulimit -l`), SystemError.
-  Result<Entry*> acquire(const void* addr, size_t len);
+  ///         failed with ENOMEM/EPERM: names `ulimit -l`), NotSupported (CUDA memory without
+  ///         a GPUDirect path), SystemError.
+  Result<Entry*> acquire(const void* addr, size_t len, const GpuPath* cuda = nullptr);
   /// Drops a reference; an invalidated entry is deregistered when its last one goes.
   void release(Entry* e);
   /// Invalidates every entry overlapping [addr, addr+len).

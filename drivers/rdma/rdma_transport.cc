@@ -43,6 +43,10 @@ GW_REGISTER_DRIVER(
     {"rdma.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
     {"rdma.max_inline", ConfigType::kInt, "256", "inline data asked of the device (bytes)"},
     {"rdma.write_chunk_bytes", ConfigType::kInt, "1048576", "bytes per RDMA WRITE"},
+    {"rdma.qps_per_conn", ConfigType::kInt, "1",
+     "queue pairs per connection (1..8): rendezvous data is striped over them"},
+    {"rdma.min_stripe_bytes", ConfigType::kInt, "16384",
+     "smallest stripe: a message is spread over at most len / this queue pairs"},
     {"rdma.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
     {"rdma.unexpected_bytes", ConfigType::kInt, "67108864",
      "eager messages held before their receives are posted; beyond it the endpoint fails"},
@@ -88,12 +92,16 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(int64_t rnr,
                       range("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
   GW_ASSIGN_OR_RETURN(int64_t rce, range("rdma.reg_cache_entries", 1, 1 << 20, ""));
+  GW_ASSIGN_OR_RETURN(int64_t qps, range("rdma.qps_per_conn", 1, kMaxQps, ""));
+  GW_ASSIGN_OR_RETURN(int64_t stripe, range("rdma.min_stripe_bytes", 4096, int64_t{1} << 30, ""));
   opts_.eager_bytes = static_cast<uint32_t>(eager);
   opts_.recv_depth = static_cast<uint32_t>(rd);
   opts_.sq_depth = static_cast<uint32_t>(sq);
   opts_.max_outstanding = static_cast<uint32_t>(mo);
   opts_.max_inline = static_cast<uint32_t>(inl);
   opts_.write_chunk = static_cast<uint64_t>(chunk);
+  opts_.qps = static_cast<uint32_t>(qps);
+  opts_.min_stripe = static_cast<uint64_t>(stripe);
   opts_.qp_timeout = static_cast<uint8_t>(to);
   opts_.retry_cnt = static_cast<uint8_t>(rc);
   opts_.rnr_retry = static_cast<uint8_t>(rnr);
@@ -137,7 +145,7 @@ Status RdmaTransport::init(const Config& cfg) {
   size_t n = tcp::encode_addr(ctrl_local_, payload);
   GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
   GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
-  gpu_path_ = gpu.name;
+  gpu_ = gpu;
   props_.name = "rdma";
   props_.device = dev_.name;
   props_.link_speed_mbps = dev_.speed_mbps;
@@ -192,7 +200,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   }
   GW_ASSIGN_OR_RETURN(SockAddr remote,
                       tcp::decode_addr(p.remote.payload().data(), p.remote.payload().size()));
-  const int per_ep = static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  const int per_ep = cq_per_endpoint();
   if (!p.active) {
     Completion none[1];
     for (;;) {
@@ -201,7 +209,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
         std::unique_ptr<RdmaEndpoint> ep = std::move(it->second);
         parked_.erase(it);
         ep->bind(p, Fd());
-        log_->debug("rdma: {} connected (QPN {})", who, ep->qp_->qp_num);
+        log_->debug("rdma: {} connected (QPN {})", who, ep->qpn());
         return std::unique_ptr<Endpoint>(std::move(ep));
       }
       if (deadline.expired()) {
@@ -217,7 +225,8 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   if (cq_used_ + per_ep > cq_size_) {
     return Status(Code::kResourceExhausted,
                   "rdma: completion queue of " + std::to_string(cq_size_) +
-                      " entries is full; lower rdma.recv_depth / rdma.sq_depth");
+                      " entries is full; lower rdma.recv_depth, rdma.sq_depth, "
+                      "rdma.max_outstanding or rdma.qps_per_conn");
   }
   auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
   eps_.push_back(ep.get());
@@ -234,7 +243,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   }
   GW_RETURN_IF_ERROR(ep->connect_qp(theirs, who));
   ep->bind(p, std::move(*fd));
-  log_->debug("rdma: connected to {} (QPN {} -> {})", who, ep->qp_->qp_num, theirs.qpn);
+  log_->debug("rdma: connected to {} (QPN {} -> {})", who, ep->qpn(), theirs.qpn);
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
@@ -321,7 +330,7 @@ void RdmaTransport::answer(std::unique_ptr<PendingConn> pc) {
     log_->warn("rdma: refused a connection: {}", st.to_string());
   };
   if (parked_.count(h.key)) return refuse(Status(Code::kProtocolError, "duplicate key"));
-  const int per_ep = static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  const int per_ep = cq_per_endpoint();
   if (cq_used_ + per_ep > cq_size_)
     return refuse(Status(Code::kResourceExhausted, "completion queue full"));
   auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
@@ -468,7 +477,7 @@ void RdmaTransport::push_completion(const Completion& c) {
 
 void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
   if (ep->id() < eps_.size()) eps_[ep->id()] = nullptr;
-  cq_used_ -= static_cast<int>(opts_.recv_depth + opts_.sq_depth);
+  cq_used_ -= ep->cq_entries();
   size_t kept = 0;
   for (size_t i = 0; i < done_size_; ++i) {
     const Completion& c = done_[(done_head_ + i) % done_.size()];
@@ -527,11 +536,13 @@ Result<MemoryRegion> RdmaTransport::register_memory(void* addr, size_t length, M
                   "rdma: register_memory(nullptr, " + std::to_string(length) + ") on " +
                       dev_.name);
   }
-  if (kind == MemKind::kCudaDevice) {
-    return Status(Code::kNotSupported,
-                  "rdma: CUDA device memory on " + dev_.name + ": " + gpu_path_ +
-                      "; register host or pinned (cuda-host) memory");
-  }
+  // CUDA device memory goes through the GPUDirect path chosen at open (dma-buf or
+  // nvidia-peermem). STAGING HOOK: with neither (gpu_->name "staging"/"none"), register_cuda
+  // refuses with NotSupported naming rdma.gpu=staging; a staging implementation would return
+  // here a region backed by a registered pinned host bounce buffer (lib/mem) and mark it so
+  // that post_send/post_recv copy through it.
+  if (kind == MemKind::kCudaDevice)
+    return make_region(*regcache_, addr, length, kind, &gpu_);
   return make_region(*regcache_, addr, length, kind);
 }
 
@@ -548,6 +559,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"rejected_conns", c.rejected_conns},   {"endpoint_errors", c.endpoint_errors},
           {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
           {"cq_events", c.cq_events},             {"endpoints", live},
+          {"striped_sends", c.striped_sends},     {"unexpected_pulls", c.unexpected_pulls},
           {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},
           {"reg_cache_invalidations", regcache_->invalidations()},

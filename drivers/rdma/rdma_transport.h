@@ -16,6 +16,7 @@
 #include "gw_config.h"
 #include "gw_transport.h"
 #include "rdma_device.h"
+#include "rdma_gpu.h"
 #include "rdma_regcache.h"
 #include "rdma_wire.h"
 #include "tcp_slots.h"
@@ -42,6 +43,8 @@ struct Options {
   uint32_t max_outstanding = 0;
   uint32_t max_inline = 0;
   uint64_t write_chunk = 0;
+  uint32_t qps = 1;             // queue pairs per connection
+  uint64_t min_stripe = 0;      // smallest stripe of a rendezvous message
   uint64_t unexpected_bytes = 0;
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
@@ -77,7 +80,10 @@ class RdmaCq final : public CompletionQueue {
 };
 
 /// Kinds of work request, in the top byte of wr_id: | kind 8 | endpoint 24 | index 32 |.
-enum class WrKind : uint8_t { kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5 };
+/// Writes carry | lane 8 | send slot 24 | in the index; lane receives carry the lane.
+enum class WrKind : uint8_t {
+  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6
+};
 inline uint64_t make_wr(WrKind k, uint32_t ep, uint32_t idx) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{ep & 0xFFFFFF} << 32) | idx;
 }
@@ -99,6 +105,12 @@ class RdmaTransport final : public Transport {
   Result<size_t> progress(std::span<Completion> out);
   int arm();
   const Options& opts() const { return opts_; }
+  /// Completion-queue entries one endpoint may occupy: lane 0's receives and sends, and per
+  /// further lane one receive per rendezvous slot plus its sends.
+  int cq_per_endpoint() const {
+    return static_cast<int>(opts_.recv_depth + opts_.sq_depth +
+                            (opts_.qps - 1) * (2 * opts_.max_outstanding + opts_.sq_depth));
+  }
   const DeviceChoice& dev() const { return dev_; }
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
@@ -121,6 +133,7 @@ class RdmaTransport final : public Transport {
     uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
     uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
+    uint64_t striped_sends = 0, unexpected_pulls = 0;
   } counters_;
   uint64_t unexpected_used_ = 0;
   std::shared_ptr<spdlog::logger> log_;
@@ -162,7 +175,7 @@ class RdmaTransport final : public Transport {
   size_t done_head_ = 0, done_size_ = 0;
   SlotList<AnyRecv> any_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
-  std::string gpu_path_;
+  GpuPath gpu_;  // how CUDA device memory is registered
   friend class RdmaCq;
 };
 

@@ -13,7 +13,9 @@ namespace gw::drv::rdma {
 static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
 
 inline constexpr uint32_t kHelloMagic = 0x47574448;  // "HDWG"
-inline constexpr uint16_t kWireVersion = 1;
+inline constexpr uint16_t kWireVersion = 2;
+/// Queue pairs one connection may stripe over (rdma.qps_per_conn).
+inline constexpr int kMaxQps = 8;
 
 /// Sent once each way on the control connection; the passive side answers the active one.
 struct Hello {
@@ -26,18 +28,22 @@ struct Hello {
   uint8_t gid[16] = {};
   uint8_t mtu = 0;            ///< enum ibv_mtu of the sender's port
   uint8_t reject = 0;         ///< passive side: nonzero = refused (see reason in the log)
-  uint16_t pad = 0;
+  uint8_t nqps = 1;           ///< queue pairs offered (1..kMaxQps); both sides use the fewer
+  uint8_t pad = 0;
   uint32_t recv_depth = 0;    ///< receive buffers the sender posted: the peer's first credits
   uint32_t eager_bytes = 0;   ///< payload capacity of each receive buffer
   uint32_t credit_rkey = 0;   ///< where the peer RDMA-writes its credit counter
   uint64_t credit_addr = 0;
+  uint32_t qpn_more[kMaxQps - 1] = {};  ///< QPNs of queue pairs 1.. (data only)
+  uint32_t pad2 = 0;
 };
-static_assert(sizeof(Hello) == 64);
+static_assert(sizeof(Hello) == 96);
 
 enum class MsgType : uint8_t {
   kEager = 1,  ///< header + payload
   kRts = 2,    ///< rendezvous request: tag, len, id = sender's send slot
-  kCts = 3,    ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the buffer
+  kCts = 3,    ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the
+               ///< buffer, stripes = queue pairs to spread the data over
   kReject = 4, ///< the matching receive was too small: id = send slot (message dropped)
 };
 
@@ -45,7 +51,7 @@ enum class MsgType : uint8_t {
 struct MsgHdr {
   uint8_t type = 0;
   uint8_t version = kWireVersion;
-  uint16_t pad = 0;
+  uint16_t stripes = 0;  ///< CTS: stripes (1..queue pairs), each ends with WRITE with immediate
   uint32_t posted = 0;  ///< receives the sender has posted so far (credits, wrapping)
   uint32_t id = 0;
   uint32_t id2 = 0;
@@ -57,7 +63,9 @@ struct MsgHdr {
 };
 static_assert(sizeof(MsgHdr) == 48);
 
-/// Immediate data of a rendezvous RDMA WRITE: the receiver's slot.
+/// Immediate data of a rendezvous RDMA WRITE: the receiver's slot. A message striped over n
+/// queue pairs arrives as n WRITEs with immediate (one per stripe, each on its own queue pair,
+/// unordered between them); its receive completes with the last.
 inline constexpr uint32_t kImmSlotMask = 0x00FFFFFF;
 
 }  // namespace gw::drv::rdma

@@ -33,6 +33,9 @@ const std::vector<TransportCase>& all_cases() {
       {"tcp", "tcp", "tcp:iface=lo"},
       {"tcp_streams4", "tcp", "tcp:iface=lo,streams=4"},
       {"tcp_inet6", "tcp", "tcp:family=inet6,iface=lo"},
+      // rxe0 exists only inside the soft-RoCE VM (tests/rdma/run_in_vm.sh runs these rows).
+      {"rxe", "rdma", "rdma:dev=rxe0"},
+      {"rxe_qps2", "rdma", "rdma:dev=rxe0,qps_per_conn=2"},
   };
   return cases;
 }

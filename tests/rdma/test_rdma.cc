@@ -10,6 +10,8 @@
 
 #include "conformance.h"
 #include "gw_config.h"
+#include "rdma_test_util.h"
+#include "rdma_wire.h"
 #include "tcp_socket.h"
 
 namespace gw::conformance {
@@ -19,17 +21,7 @@ namespace tcp = gw::drv::tcp;
 
 size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
 
-constexpr size_t kEager = 8192;  // rdma.eager_bytes default
-const TransportCase kRxe{"rxe", "rdma", "rdma:dev=rxe0"};
 const TransportCase kRxeSmallCache{"rxe_cache4", "rdma", "rdma:dev=rxe0,reg_cache_entries=4"};
-
-void require_rxe() {
-  auto t = Transport::open(kRxe.spec);
-  if (!t.ok() && t.status().code() == Code::kUnavailable)
-    GTEST_SKIP() << "no rxe0 here (run through tests/rdma/run_in_vm.sh): "
-                 << t.status().to_string();
-  ASSERT_TRUE(t.ok()) << t.status().to_string();
-}
 
 void run_and_verify(Exchange& x) {
   Status s = x.run();
@@ -43,10 +35,11 @@ class RdmaRanks : public ::testing::TestWithParam<int> {
   void SetUp() override { require_rxe(); }
 };
 
-TEST_P(RdmaRanks, AllPairsAllSizes) {
-  const std::vector<size_t> sizes = {0, 1, 3, 255, 4097, kEager - 1, kEager, kEager + 1,
-                                     65537, (size_t{1} << 20) + 7};
-  run_ranks(kRxe, GetParam(), [&](Group& g) {
+// Every rank sends every size to every peer (exact and roomy receive buffers); each
+// connection stripes `striped` of the sizes.
+void all_pairs(const TransportCase& c, int ranks, const std::vector<size_t>& sizes,
+               uint64_t striped) {
+  run_ranks(c, ranks, [&](Group& g) {
     Exchange x(g);
     for (int p = 0; p < g.size(); ++p) {
       if (p == g.rank()) continue;
@@ -56,7 +49,21 @@ TEST_P(RdmaRanks, AllPairsAllSizes) {
       }
     }
     run_and_verify(x);
+    EXPECT_EQ(g.transport().stats()["striped_sends"],
+              striped * static_cast<uint64_t>(g.size() - 1));
   });
+}
+
+TEST_P(RdmaRanks, AllPairsAllSizes) {
+  all_pairs(kRxe, GetParam(),
+            {0, 1, 3, 255, 4097, kEager - 1, kEager, kEager + 1, 65537, (size_t{1} << 20) + 7},
+            0);
+}
+
+// Two queue pairs per connection: 32 KiB, 64 KiB + 1 and 1 MiB + 7 are striped.
+TEST_P(RdmaRanks, AllPairsAllSizesTwoQps) {
+  all_pairs(kRxeQps2, GetParam(),
+            {0, 1, 4097, kEager + 1, 32768, 65537, (size_t{1} << 20) + 7}, 3);
 }
 INSTANTIATE_TEST_SUITE_P(Rxe, RdmaRanks, ::testing::Range(2, 5));
 
@@ -118,6 +125,64 @@ TEST_F(Rdma, TooSmallReceiveEagerAndRendezvous) {
     Exchange::verify_recv(r[4], peer, g.rank(), 3, 0, 70000);
     EXPECT_TRUE(g.endpoint(peer).status().ok());
   });
+}
+
+// Rendezvous sends complete before their receives exist: rank 1 pulls them into bounce
+// buffers (striped over two queue pairs); receives posted later get every byte, a too-small
+// one fails alone.
+TEST_F(Rdma, UnexpectedRendezvousIsPulled) {
+  auto groups = make_groups(kRxeQps2, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  constexpr size_t kLen = 100000;
+  std::vector<std::vector<uint8_t>> out(3, std::vector<uint8_t>(kLen));
+  for (size_t i = 0; i < 3; ++i) {
+    fill_pattern(out[i].data(), kLen, msg_seed(0, 1, 5, i));
+    SendRequest s{out[i].data(), kLen, 5, i, nullptr};
+    ASSERT_EQ(taken(groups[0]->endpoint(1).post_send({&s, 1})), 1u);
+  }
+  auto pump = [&](int want_rank, size_t want) {
+    size_t got = 0;
+    std::vector<Completion> seen;
+    auto end = Clock::now() + std::chrono::seconds(20);
+    while (got < want && Clock::now() < end) {
+      Completion c[4];
+      for (int r = 0; r < 2; ++r) {
+        size_t n = taken(groups[static_cast<size_t>(r)]->transport().cq().poll(c));
+        for (size_t k = 0; k < n; ++k) {
+          EXPECT_EQ(r, want_rank) << "unexpected completion on rank " << r;
+          seen.push_back(c[k]);
+          ++got;
+        }
+      }
+    }
+    return seen;
+  };
+  auto sends = pump(0, 3);
+  ASSERT_EQ(sends.size(), 3u) << "sends must complete before any receive is posted";
+  for (auto& c : sends) EXPECT_EQ(c.code, Code::kOk);
+  EXPECT_EQ(groups[1]->transport().stats()["unexpected_pulls"], 3u);
+  std::vector<std::vector<uint8_t>> in(3, std::vector<uint8_t>(kLen + kGuard, kGuardByte));
+  const size_t caps[] = {kLen, kLen + kGuard, kLen / 2};
+  for (size_t i = 0; i < 3; ++i) {
+    RecvRequest r{in[i].data(), caps[i], 5, 10 + i, nullptr};
+    ASSERT_EQ(taken(groups[1]->endpoint(0).post_recv({&r, 1})), 1u);
+  }
+  auto recvs = pump(1, 3);
+  ASSERT_EQ(recvs.size(), 3u);
+  for (auto& c : recvs) {
+    size_t i = c.wr_id - 10;
+    ASSERT_LT(i, 3u);
+    EXPECT_EQ(c.len, kLen);
+    if (i == 2) {
+      EXPECT_EQ(c.code, Code::kInvalidArgument);
+      EXPECT_EQ(in[2][0], kGuardByte) << "a too-small receive gets no bytes";
+      continue;
+    }
+    EXPECT_EQ(c.code, Code::kOk);
+    EXPECT_EQ(check_pattern(in[i].data(), kLen, msg_seed(0, 1, 5, i)), "");
+    EXPECT_EQ(in[i][kLen], kGuardByte);
+  }
+  EXPECT_EQ(groups[1]->transport().stats()["unexpected_bytes_now"], 0u);
 }
 
 // Registration cache: the same range hits, a sub-range hits, deregistration invalidates.
@@ -188,6 +253,14 @@ TEST_F(Rdma, BadRegistrationSaysWhat) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), Code::kInvalidArgument) << b.status().to_string();
   EXPECT_NE(b.status().to_string().find("rxe0"), std::string::npos) << b.status().to_string();
+  // A valid start with a length past the mapping, and a range that wraps the address space.
+  std::vector<uint8_t> small(4096);
+  auto d = (*t)->register_memory(small.data(), size_t{1} << 40, MemKind::kHost);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().to_string().find("rxe0"), std::string::npos) << d.status().to_string();
+  auto e = (*t)->register_memory(small.data(), SIZE_MAX - 100, MemKind::kHost);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidArgument) << e.status().to_string();
   int x = 0;
   auto c = (*t)->register_memory(&x, sizeof x, MemKind::kCudaDevice);
   ASSERT_FALSE(c.ok());
@@ -216,7 +289,7 @@ TEST_F(Rdma, MalformedControlMessages) {
   ASSERT_TRUE(remote.ok());
   auto fd = tcp::dial(tcp::SockAddr{}, *remote, {}, Deadline(Millis(5000)));
   ASSERT_TRUE(fd.ok()) << fd.status().to_string();
-  char junk[64];
+  char junk[sizeof(drv::rdma::Hello)];
   std::memset(junk, 0x5a, sizeof junk);
   ASSERT_TRUE(tcp::write_all(fd->get(), junk, sizeof junk, Deadline(Millis(1000))).ok());
   auto before = t1.stats()["rejected_conns"];

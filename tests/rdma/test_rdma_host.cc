@@ -51,6 +51,80 @@ TEST(RdmaGpuPath, ProbeOfThisHostIsConsistent) {
   EXPECT_TRUE(choose_gpu_path("auto", false, f).ok());
 }
 
+// Which registration each path uses; staging/none refuse.
+TEST(RdmaGpuRegistration, PathDecidesTheCall) {
+  GpuFacts f{true, true, 1, true};
+  EXPECT_EQ(gpu_registration(*choose_gpu_path("auto", false, f)), GpuReg::kDmabuf);
+  EXPECT_EQ(gpu_registration(*choose_gpu_path("peermem", false, f)), GpuReg::kPeermem);
+  EXPECT_EQ(gpu_registration(*choose_gpu_path("staging", false, f)), GpuReg::kRefuse);
+  EXPECT_EQ(gpu_registration(*choose_gpu_path("auto", false, GpuFacts{})), GpuReg::kRefuse);
+  // A path object that claims dmabuf but is not zero-copy is refused, not trusted.
+  EXPECT_EQ(gpu_registration(GpuPath{"dmabuf", false, "", nullptr}), GpuReg::kRefuse);
+}
+
+// The dma-buf export covers whole pages; the MR starts at the caller's address inside it.
+TEST(RdmaGpuRegistration, DmabufRangeIsPageAligned) {
+  DmabufRange r = dmabuf_range(0x7f0000001234, 100, 4096);
+  EXPECT_EQ(r.base, 0x7f0000001000u);
+  EXPECT_EQ(r.offset, 0x234u);
+  EXPECT_EQ(r.size, 4096u);
+  r = dmabuf_range(0x7f0000000ff0, 0x20, 4096);  // straddles a page boundary
+  EXPECT_EQ(r.base, 0x7f0000000000u);
+  EXPECT_EQ(r.size, 8192u);
+  EXPECT_EQ(r.offset, 0xff0u);
+  r = dmabuf_range(0x200000, 0x10000, 65536);
+  EXPECT_EQ(r.base, 0x200000u);
+  EXPECT_EQ(r.size, 0x10000u);
+  EXPECT_EQ(r.offset, 0u);
+}
+
+// Without a GPUDirect path, registering CUDA memory is NotSupported and says what to do;
+// no verbs call is made (the protection domain is never touched: null here).
+TEST(RdmaGpuRegistration, NoPathRefusesNamingStaging) {
+  auto path = choose_gpu_path("auto", false, GpuFacts{true, false, 1, false});
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(path->name, "staging");
+  int x = 0;
+  auto mr = register_cuda(nullptr, *path, &x, sizeof x, 0, "rxe0");
+  ASSERT_FALSE(mr.ok());
+  EXPECT_EQ(mr.status().code(), Code::kNotSupported);
+  const std::string msg = mr.status().to_string();
+  EXPECT_NE(msg.find("rdma.gpu=staging"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nvidia_peermem"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rxe0"), std::string::npos) << msg;
+  auto bad = register_cuda(nullptr, *path, nullptr, 64, 0, "rxe0");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+}
+
+// The dma-buf path calls the CUDA export with the page-aligned range and reports its failure
+// with the CUresult (a fake export stands in for libcuda).
+int g_export_calls = 0;
+uint64_t g_export_base = 0, g_export_size = 0;
+int fake_export(void* handle, uint64_t dptr, size_t size, int type, unsigned long long) {
+  ++g_export_calls;
+  g_export_base = dptr;
+  g_export_size = size;
+  EXPECT_EQ(type, kCuMemRangeHandleTypeDmaBufFd);
+  *static_cast<int*>(handle) = -1;
+  return 1;  // CUDA_ERROR_INVALID_VALUE
+}
+
+TEST(RdmaGpuRegistration, DmabufExportFailureIsReported) {
+  GpuFacts f{true, true, 1, false, &fake_export};
+  auto path = choose_gpu_path("auto", false, f);
+  ASSERT_TRUE(path.ok());
+  ASSERT_EQ(gpu_registration(*path), GpuReg::kDmabuf);
+  ASSERT_EQ(path->dmabuf_export, &fake_export);
+  auto mr = register_cuda(nullptr, *path, reinterpret_cast<void*>(uintptr_t{0x7f0000001234}),
+                          100, 0, "mlx5_0");
+  ASSERT_FALSE(mr.ok());
+  EXPECT_EQ(mr.status().code(), Code::kSystemError);
+  EXPECT_NE(mr.status().to_string().find("CUresult 1"), std::string::npos);
+  EXPECT_EQ(g_export_calls, 1);
+  EXPECT_EQ(g_export_base, 0x7f0000001000u);
+  EXPECT_GE(g_export_size, 4096u);
+}
+
 TEST(RdmaOpen, WithoutDeviceIsUnavailableOrOpens) {
   auto t = Transport::open("rdma");
   if (t.ok()) {

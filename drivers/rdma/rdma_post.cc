@@ -1,0 +1,235 @@
+// RdmaEndpoint: posting. Work requests are staged into one chain per lane and posted with one
+// ibv_post_send per lane per flush (rxe and mlx5 both pay per call: a system call on rxe, a
+// doorbell on hardware). Only every kSignalEvery-th request, and every WRITE with immediate
+// (its completion completes a send), is signalled; a signalled completion retires every
+// request posted before it on that lane, which frees send-queue room and transmit buffers
+// (used in order, as a ring). Receive buffers are reposted in batches at the start of the
+// next flush, before any header can advertise them as credits.
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "rdma_endpoint.h"
+
+namespace gw::drv::rdma {
+namespace {
+constexpr uint32_t kSignalEvery = 16;
+}  // namespace
+
+void RdmaEndpoint::init_posting() {
+  const Options& o = t_->opts();
+  for (Lane& lane : lanes_) {
+    lane.wrs.assign(kStageMax, ibv_send_wr{});
+    lane.sges.assign(kStageMax, ibv_sge{});
+    lane.sigs.init(o.sq_depth);
+  }
+  rwrs_.assign(o.recv_depth, ibv_recv_wr{});
+  rsges_.assign(o.recv_depth, ibv_sge{});
+  tx_free_ = o.sq_depth;
+}
+
+void RdmaEndpoint::repost(uint32_t slot) {
+  if (rstaged_ == rwrs_.size()) post_recvs();
+  ibv_sge& sge = rsges_[rstaged_];
+  sge = ibv_sge{reinterpret_cast<uintptr_t>(rx_mem_.get() + size_t{slot} * slot_bytes_),
+                static_cast<uint32_t>(slot_bytes_), rx_mr_->lkey};
+  ibv_recv_wr& wr = rwrs_[rstaged_++];
+  wr = ibv_recv_wr{};
+  wr.wr_id = make_wr(WrKind::kRecv, id_, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+}
+
+void RdmaEndpoint::post_recvs() {
+  if (rstaged_ == 0 || lanes_.empty()) return;
+  for (uint32_t i = 0; i + 1 < rstaged_; ++i) rwrs_[i].next = &rwrs_[i + 1];
+  ibv_recv_wr* bad = nullptr;
+  int rc = ibv_post_recv(lanes_[0].qp.get(), rwrs_.data(), &bad);
+  const uint32_t n = rstaged_;
+  rstaged_ = 0;
+  if (rc != 0) {
+    fail(Status(Code::kSystemError, "rdma: ibv_post_recv toward " + peer_name_, rc));
+    return;
+  }
+  posted_ += n;
+}
+
+// An empty receive on a data lane: consumed by one stripe's WRITE with immediate.
+void RdmaEndpoint::repost_lane(uint32_t lane) {
+  ibv_recv_wr wr{};
+  wr.wr_id = make_wr(WrKind::kLaneRecv, id_, lane);
+  ibv_recv_wr* bad = nullptr;
+  int rc = ibv_post_recv(lanes_[lane].qp.get(), &wr, &bad);
+  if (rc != 0) {
+    fail(Status(Code::kSystemError,
+                "rdma: ibv_post_recv on queue pair " + std::to_string(lane) + " toward " +
+                    peer_name_,
+                rc));
+  }
+}
+
+bool RdmaEndpoint::room(uint32_t l) const {
+  return lanes_[l].sq_used < t_->opts().sq_depth;
+}
+
+void RdmaEndpoint::stage(uint32_t l, ibv_send_wr wr, const ibv_sge& sge, bool msg,
+                         bool must_signal) {
+  Lane& lane = lanes_[l];
+  if (lane.staged == kStageMax) post_staged(l);
+  ++lane.unsignaled;
+  lane.unsignaled_msgs += msg ? 1 : 0;
+  ++lane.sq_used;
+  // Signal when asked, every kSignalEvery requests, and when the queue is about to fill, so
+  // that room always comes back.
+  if (must_signal || lane.unsignaled >= kSignalEvery || lane.sq_used >= t_->opts().sq_depth) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    lane.sigs.push(Sig{lane.unsignaled, lane.unsignaled_msgs});
+    lane.unsignaled = lane.unsignaled_msgs = 0;
+  }
+  ibv_sge& s = lane.sges[lane.staged];
+  s = sge;
+  wr.sg_list = &s;
+  wr.next = nullptr;
+  lane.wrs[lane.staged++] = wr;
+}
+
+void RdmaEndpoint::post_staged(uint32_t l) {
+  Lane& lane = lanes_[l];
+  if (lane.staged == 0) return;
+  for (uint32_t i = 0; i + 1 < lane.staged; ++i) lane.wrs[i].next = &lane.wrs[i + 1];
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(lane.qp.get(), lane.wrs.data(), &bad);
+  lane.staged = 0;
+  if (rc != 0) {
+    fail(Status(Code::kSystemError,
+                "rdma: ibv_post_send on queue pair " + std::to_string(l) + " toward " +
+                    peer_name_,
+                rc));
+  }
+}
+
+void RdmaEndpoint::retire(uint32_t l) {
+  Lane& lane = lanes_[l];
+  if (lane.sigs.empty()) return;
+  Sig s = lane.sigs.front();
+  lane.sigs.pop();
+  lane.sq_used -= std::min(lane.sq_used, s.wrs);
+  if (l == 0) tx_free_ += s.msgs;
+}
+
+bool RdmaEndpoint::post_msg(const TxItem& it) {
+  if (!room(0) || tx_free_ == 0) return false;
+  if (credits() <= 0) {
+    ++t_->counters_.credit_stalls;
+    return false;
+  }
+  const uint32_t slot = tx_next_;
+  uint8_t* buf = tx_mem_.get() + size_t{slot} * slot_bytes_;
+  MsgHdr h;
+  h.type = static_cast<uint8_t>(it.type);
+  h.stripes = it.stripes;
+  h.posted = posted_;
+  h.id = it.id;
+  h.id2 = it.id2;
+  h.tag = it.tag;
+  h.len = it.len;
+  h.addr = it.addr;
+  h.rkey = it.rkey;
+  std::memcpy(buf, &h, sizeof h);
+  size_t total = sizeof h;
+  if (it.type == MsgType::kEager) {
+    if (it.len) std::memcpy(buf + sizeof h, sends_[it.id].req.buf, it.len);
+    total += it.len;
+  }
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr(WrKind::kMsg, id_, slot);
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  if (total <= max_inline_) {
+    wr.send_flags = IBV_SEND_INLINE;
+    ++t_->counters_.inline_sends;
+  }
+  stage(0, wr, ibv_sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total),
+                       tx_mr_->lkey},
+        true, false);
+  tx_next_ = (tx_next_ + 1) % t_->opts().sq_depth;
+  --tx_free_;
+  ++sent_;
+  advertised_ = posted_;
+  if (it.type == MsgType::kEager) {
+    ++t_->counters_.eager_sent;
+    finish_send(it.id, Code::kOk);  // the payload is copied: the caller's buffer is free
+  }
+  return true;
+}
+
+// Stripe i covers [i*per, (i+1)*per) and goes over lane i, in chunks of
+// rdma.write_chunk_bytes; its last chunk carries the immediate. Only lane 0's immediate
+// uses a receive buffer that needs a credit. @return true once every chunk is staged.
+bool RdmaEndpoint::post_write(TxItem& it) {
+  SendSlot& s = sends_[it.id];
+  const uint64_t chunk_max = t_->opts().write_chunk;
+  const uint64_t per = (it.len + it.stripes - 1) / it.stripes;
+  bool all = true;
+  for (uint32_t i = 0; i < it.stripes; ++i) {
+    const uint64_t end = std::min<uint64_t>(it.len, (i + 1) * per);
+    while (s.off[i] < end) {
+      const uint64_t chunk = std::min(chunk_max, end - s.off[i]);
+      const bool last = s.off[i] + chunk == end;
+      if (!room(i)) {
+        all = false;
+        break;
+      }
+      if (last && i == 0 && credits() <= 0) {
+        ++t_->counters_.credit_stalls;
+        all = false;
+        break;
+      }
+      ibv_send_wr wr{};
+      wr.wr_id = make_wr(last ? WrKind::kWriteImm : WrKind::kWrite, id_, (i << 24) | it.id);
+      wr.num_sge = 1;
+      wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+      wr.imm_data = htonl(it.id2);
+      wr.wr.rdma.remote_addr = it.addr + s.off[i];
+      wr.wr.rdma.rkey = it.rkey;
+      stage(i, wr,
+            ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf) + s.off[i],
+                    static_cast<uint32_t>(chunk), s.lkey},
+            false, last);
+      s.off[i] += chunk;
+      if (last && i == 0) ++sent_;
+    }
+  }
+  return all;
+}
+
+void RdmaEndpoint::post_credit() {
+  if (!room(0)) return;
+  credit_->my_posted = posted_;
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr(WrKind::kCredit, id_, 0);
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = max_inline_ >= 4 ? IBV_SEND_INLINE : 0;
+  wr.wr.rdma.remote_addr = peer_credit_addr_;
+  wr.wr.rdma.rkey = peer_credit_rkey_;
+  stage(0, wr, ibv_sge{reinterpret_cast<uintptr_t>(&credit_->my_posted), 4, credit_mr_->lkey},
+        false, false);
+  ++t_->counters_.credit_writes;
+  advertised_ = posted_;
+}
+
+void RdmaEndpoint::flush() {
+  if (failed() || lanes_.empty()) return;
+  post_recvs();  // first: the headers below may advertise these buffers
+  while (!failed() && !txq_.empty()) {
+    TxItem& it = txq_.front();
+    if (!(it.write ? post_write(it) : post_msg(it))) break;
+    if (failed()) return;
+    txq_.pop();
+  }
+  if (!failed() && credit_due()) post_credit();
+  for (uint32_t l = 0; l < lanes_.size() && !failed(); ++l) post_staged(l);
+}
+
+}  // namespace gw::drv::rdma
