@@ -166,6 +166,7 @@ int spawn_local(int argc, char** argv, const Options& opt) {
     if (pid == 0) {
       ::setenv("GW_RANK", std::to_string(r).c_str(), 1);
       ::setenv("GW_WORLD_SIZE", std::to_string(opt.ranks).c_str(), 1);
+      ::setenv("GW_LOCAL_WORLD_SIZE", std::to_string(opt.ranks).c_str(), 1);
       ::setenv("GW_MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("GW_MASTER_PORT", std::to_string(port).c_str(), 1);
       ::execv("/proc/self/exe", args.data());

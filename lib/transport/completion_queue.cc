@@ -1,8 +1,10 @@
 // Blocking wait: spin briefly, then sleep on the driver's fd (or back off where it has none),
 // so a waiting rank on a 2-core machine does not starve its peer.
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "gw_config.h"
@@ -10,10 +12,34 @@
 
 namespace gw {
 
+namespace {
+
+// Ranks on this host, from the launcher (gradwire's, torchrun, Open MPI, MPICH, Slurm); 0 if
+// none says.
+int local_ranks() {
+  for (const char* v : {"GW_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return 0;
+}
+
+// Spinning only pays when every rank has a CPU of its own; oversubscribed, a spinning rank
+// takes the CPU from the peer it waits for (Open MPI yields when oversubscribed for the
+// same reason).
+Nanos auto_spin() {
+  cpu_set_t set;
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return local_ranks() > cpus ? Nanos(0) : Nanos(20'000);
+}
+
+}  // namespace
+
 Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout) {
   static const Nanos spin = [] {
     auto c = Config::global();
-    int64_t us = c.ok() ? c->get_int("transport.spin_us").value() : 20;
+    const int64_t us = c.ok() ? c->get_int("transport.spin_us").value() : -2;
+    if (us == -2) return auto_spin();
     return us < 0 ? Nanos::max() : Nanos(us * 1000);
   }();
   return wait(out, timeout, spin);

@@ -10,9 +10,10 @@
 namespace gw {
 namespace {
 
-GW_CONFIG_KEYS(transport, {"transport.spin_us", ConfigType::kInt, "20",
+GW_CONFIG_KEYS(transport, {"transport.spin_us", ConfigType::kInt, "-2",
                            "blocking waits poll this long before sleeping on the driver's fd "
-                           "(-1: poll forever, 0: sleep at once)"},
+                           "(-1: poll forever, 0: sleep at once, -2: 20, or 0 when this host "
+                           "runs more local ranks than the process may use CPUs)"},
                {"transport.default", ConfigType::kString, "auto",
                 "transport spec used when an app is not told one (auto = rdma, dpdk, tcp)"});
 
