@@ -39,6 +39,13 @@ for n in 2 4; do
     "$coll" --ranks "$n" --algo "$a" "${small[@]}" -c 1 | grep -v '^# gw'
     endsec
   done
+  chunks=(65536 262144 1048576 4194304); [ "$quick" = quick ] && chunks=(1048576)
+  section "gw-coll-perf --ranks $n -b 64M -e 64M --chunk C (chunk-size sweep, ring)"
+  for c in "${chunks[@]}"; do
+    "$coll" --ranks "$n" --algo ring -b 64M -e 64M -n 5 -w 1 --chunk "$c" | grep -v '^#' |
+      sed "s/\$/  chunk $c/"
+  done
+  endsec
   section "gw-coll-perf --ranks $n ${large[*]} -c 1"
   "$coll" --ranks "$n" "${large[@]}" -c 1 | grep -v '^# gw'
   endsec
