@@ -33,10 +33,15 @@ Status TcpEndpoint::stream_error(const Stream& s, const char* what, int err) con
 
 void TcpEndpoint::flush(Stream& s) {
   while (!s.txq.empty() && s.writable) {
+    if (tx_pool_) {
+      stage_tx(s);
+      if (failed()) return;
+    }
     iovec iov[kMaxIov];
     int niov = 0;
     for (size_t i = 0; i < s.txq.size() && niov + 2 <= kMaxIov; ++i) {
       Chunk& c = s.txq.at(i);
+      if (c.dev && !c.payload) break;  // its device-to-host copy is still running
       if (c.done < sizeof(FrameHeader)) {
         iov[niov++] = {reinterpret_cast<uint8_t*>(&c.hdr) + c.done, sizeof(FrameHeader) - c.done};
       }
@@ -44,6 +49,7 @@ void TcpEndpoint::flush(Stream& s) {
       if (c.hdr.chunk_len > pdone)
         iov[niov++] = {const_cast<uint8_t*>(c.payload) + pdone, c.hdr.chunk_len - pdone};
     }
+    if (niov == 0) return;  // progress comes back once the copy is done
     msghdr mh{};
     mh.msg_iov = iov;
     mh.msg_iovlen = static_cast<size_t>(niov);
@@ -71,6 +77,7 @@ void TcpEndpoint::flush(Stream& s) {
       if (c.done < total) break;
       SendSlot& slot = sends_[c.send_slot];
       int idx = c.send_slot;
+      if (c.stage_slot >= 0) release_tx_slot(s, c);
       s.txq.pop();
       if (--slot.chunks_left == 0) {
         slot.used = false;
@@ -144,7 +151,9 @@ void TcpEndpoint::read(Stream& s) {
       continue;
     }
     // Payload: first whatever the bulk read already brought, then straight into place.
-    if (have > 0) {
+    if (s.rx_staged && s.chunk_left > 0) {
+      if (!read_staged(s, have, &reads)) return;
+    } else if (have > 0) {
       size_t take = std::min<uint64_t>(have, s.chunk_left);
       if (s.dst) std::memcpy(s.dst, s.stage.get() + s.stage_begin, take);
       if (s.dst) s.dst += take;
@@ -195,6 +204,7 @@ bool TcpEndpoint::start_chunk(Stream& s) {
   s.msg = m;
   s.chunk_left = h.chunk_len;
   s.dst = msgs_[m].base ? msgs_[m].base + h.offset : nullptr;
+  s.rx_staged = s.dst && msgs_[m].device;
   if (s.chunk_left == 0) end_chunk(s);
   return true;
 }
@@ -230,9 +240,17 @@ int TcpEndpoint::match_new(const FrameHeader& h) {
     } else {
       recvs_.erase(ri);
     }
-    if (h.msg_len > im.req.len) {
+    // post_recv made the staging pool; an any-source receive makes it here.
+    im.device = h.msg_len > 0 && t_->is_device(im.req.buf, im.req.mr);
+    const bool no_pool = im.device && !t_->rx_pool().ok();
+    if (h.msg_len > im.req.len || no_pool) {
+      if (no_pool) {
+        t_->log_->warn("tcp: dropped a message from {}: {}", peer_name_,
+                       t_->rx_pool().status().to_string());
+      }
       ++t_->counters_.truncated_recvs;
-      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv, Code::kInvalidArgument);
+      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv,
+               no_pool ? Code::kNotSupported : Code::kInvalidArgument);
       im.dest = Dest::kDrain;
       im.base = nullptr;
     } else {
@@ -240,6 +258,8 @@ int TcpEndpoint::match_new(const FrameHeader& h) {
       im.base = static_cast<uint8_t*>(im.req.buf);
     }
   }
+  if (im.dest != Dest::kUser) im.device = false;
+  im.copies = 0;
   im.active = true;
   im.complete = im.claimed = im.claim_err = false;
   im.seq = h.seq;
@@ -256,7 +276,8 @@ void TcpEndpoint::end_chunk(Stream& s) {
   im.received += s.hdr.chunk_len;
   s.rx = Stream::Rx::kHeader;
   s.msg = -1;
-  if (im.received == im.len) finish_msg(static_cast<int>(&im - msgs_.data()));
+  s.rx_staged = false;
+  if (im.received == im.len && im.copies == 0) finish_msg(static_cast<int>(&im - msgs_.data()));
 }
 
 void TcpEndpoint::finish_msg(int m) {
@@ -303,7 +324,15 @@ void TcpEndpoint::bind_unexpected(int m, const RecvRequest& r) {
 void TcpEndpoint::deliver_unexpected(int m) {
   InMsg& im = msgs_[m];
   if (!im.claim_err) {
-    if (im.len) std::memcpy(im.req.buf, im.ubuf.p.get(), im.len);
+    if (im.len && t_->is_device(im.req.buf, im.req.mr)) {
+      // Buffered before its device receive was posted: one synchronous copy (rare path).
+      auto pool = t_->rx_pool();
+      Status st = pool.ok() ? (*pool)->copy_in_sync(im.req.buf, im.ubuf.p.get(), im.len)
+                            : pool.status();
+      if (!st.ok()) return fail(st.with_context("tcp: message from " + peer_name_));
+    } else if (im.len) {
+      std::memcpy(im.req.buf, im.ubuf.p.get(), im.len);
+    }
     complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
   }
   release_msg(m);
@@ -349,6 +378,9 @@ void TcpEndpoint::fail(const Status& st) {
     release_msg(m);
   }
   for (auto& s : streams_) {
+    if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
+    s->rx_slot = -1;
+    s->rx_staged = false;
     s->txq.clear();
     s->fd = Fd();  // closing removes it from the epoll set
     s->readable = s->writable = false;

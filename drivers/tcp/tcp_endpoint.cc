@@ -45,6 +45,9 @@ TcpEndpoint::~TcpEndpoint() {
   // endpoint, so nobody is left to receive them. Buffered data is freed.
   for (int m = 0; m < kMaxInMsgs; ++m)
     if (msgs_[m].active) release_msg(m);
+  for (auto& s : streams_) {
+    if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
+  }
   t_->endpoint_gone(this);
 }
 
@@ -92,7 +95,17 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
       if (n == 0) return st;
       break;
     }
-    const int chunks = chunks_for(r.len);
+    // Device memory goes in chunks of one staging slot, copied to pinned memory ahead.
+    const bool dev = r.len > 0 && t_->is_device(r.buf, r.mr);
+    if (dev) {
+      if (Status st = ensure_tx_pool(); !st.ok()) {
+        if (n == 0) return st;
+        break;
+      }
+    }
+    const int chunks = dev ? static_cast<int>((r.len + tx_pool_->chunk_bytes() - 1) /
+                                              tx_pool_->chunk_bytes())
+                           : chunks_for(r.len);
     // Messages below 16 KiB stay on stream 0 (latency); larger ones rotate or stripe.
     const size_t first = (chunks == 1 && r.len < 16384) ? 0 : rr_ % nstreams;
     const size_t per_stream = (static_cast<size_t>(chunks) + nstreams - 1) / nstreams;
@@ -107,13 +120,13 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
     free_sends_.pop_back();
     sends_[slot] = SendSlot{r, static_cast<uint32_t>(chunks), true};
     const uint64_t seq = tx_seq_++;
-    const uint64_t chunk = (r.len + chunks - 1) / chunks;
+    const uint64_t chunk = dev ? tx_pool_->chunk_bytes() : (r.len + chunks - 1) / chunks;
     auto* p = static_cast<const uint8_t*>(r.buf);
     for (int c = 0; c < chunks; ++c) {
       uint64_t off = std::min<uint64_t>(c * chunk, r.len);
       uint64_t len = std::min<uint64_t>(chunk, r.len - off);
       Chunk ch{make_data_header(r.tag, r.len, seq, off, static_cast<uint32_t>(len)),
-               p ? p + off : nullptr, slot, 0};
+               p && !dev ? p + off : nullptr, slot, 0, dev ? p + off : nullptr, -1};
       streams_[(first + c) % nstreams]->txq.push(ch);
     }
     if (chunks > 1 || r.len >= 16384) ++rr_;
@@ -131,6 +144,12 @@ Result<size_t> TcpEndpoint::post_recv(std::span<const RecvRequest> reqs) {
     if (Status st = check_recv(r); !st.ok()) {
       if (n == 0) return st;
       break;
+    }
+    if (r.len > 0 && t_->is_device(r.buf, r.mr)) {
+      if (auto pool = t_->rx_pool(); !pool.ok()) {
+        if (n == 0) return pool.status();
+        break;
+      }
     }
     int m = find_unexpected(r.tag);
     if ((m < 0 && recvs_.full()) || !t_->reserve_completion()) break;

@@ -35,6 +35,17 @@ class TcpEndpoint final : public Endpoint {
   uint64_t arrival_of(int m) const { return msgs_[m].arrival; }
   void bind_unexpected(int m, const RecvRequest& r);
 
+  // --- device-memory staging (tcp_staging.cc) ---
+  /// Start device-to-host copies of queued device chunks (bounded per stream), and hand the
+  /// finished ones their pinned payload.
+  void stage_tx(Stream& s);
+  /// Read payload of a device-memory message through a receive slot. False: stop reading
+  /// this stream for now (no data, no slot, or failed).
+  bool read_staged(Stream& s, size_t have, int* reads);
+  /// A host-to-device copy of message m finished.
+  void rx_copy_done(int m);
+  bool has_tx_pool() const { return tx_pool_ != nullptr; }
+
   std::vector<std::unique_ptr<Stream>> streams_;
 
  private:
@@ -53,6 +64,8 @@ class TcpEndpoint final : public Endpoint {
   struct InMsg {
     bool active = false;
     bool complete = false;
+    bool device = false;      // the receive buffer is device memory (staged)
+    uint32_t copies = 0;      // host-to-device copies still in flight
     bool claimed = false;     // an unexpected message a receive has taken
     bool claim_err = false;   // ... whose buffer was too small (error already reported)
     Dest dest = Dest::kUser;
@@ -67,6 +80,9 @@ class TcpEndpoint final : public Endpoint {
   Status check_send(const SendRequest& r) const;
   Status check_recv(const RecvRequest& r) const;
   int chunks_for(uint64_t len) const;
+  Status ensure_tx_pool();
+  void release_tx_slot(Stream& s, Chunk& c);
+  void commit_rx_slot(Stream& s);
   bool start_chunk(Stream& s);
   int match_new(const FrameHeader& h);
   void end_chunk(Stream& s);
@@ -88,6 +104,7 @@ class TcpEndpoint final : public Endpoint {
   uint64_t next_match_ = 0;
   size_t rr_ = 0;
   size_t outstanding_ = 0;  // completions reserved by this endpoint, not yet pushed
+  std::unique_ptr<StagingPool> tx_pool_;  // made on the first device-memory send
 };
 
 }  // namespace gw::drv::tcp

@@ -49,7 +49,11 @@ GW_REGISTER_DRIVER(
     {"tcp.keepalive_s", ConfigType::kInt, "2",
      "keepalive probe interval, so an idle dead peer is found (0: off)"},
     {"tcp.hello_timeout_ms", ConfigType::kInt, "5000",
-     "an accepted connection must identify itself within this time"});
+     "an accepted connection must identify itself within this time"},
+    {"tcp.staging_chunk_bytes", ConfigType::kInt, "524288",
+     "CUDA device memory is staged through pinned host slots of this size"},
+    {"tcp.staging_slots", ConfigType::kInt, "8",
+     "pinned staging slots per endpoint (send) and per transport (receive)"});
 
 Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
   std::unique_ptr<TcpTransport> t(new TcpTransport());
@@ -76,6 +80,14 @@ Status TcpTransport::init(const Config& cfg) {
   opts_.sock.rcvbuf = static_cast<int>(geti("tcp.rcvbuf"));
   opts_.sock.user_timeout_ms = static_cast<int>(geti("tcp.user_timeout_ms"));
   opts_.sock.keepalive_s = static_cast<int>(geti("tcp.keepalive_s"));
+  opts_.staging.chunk_bytes =
+      static_cast<size_t>(std::clamp<int64_t>(geti("tcp.staging_chunk_bytes"), 4096, 1 << 30));
+  opts_.staging.slots =
+      static_cast<uint32_t>(std::clamp<int64_t>(geti("tcp.staging_slots"), 1, 4096));
+  if (auto dev = device_ops(); dev.ok())
+    dev_ = *dev;
+  else
+    dev_why_ = std::string(dev.status().message());
 
   GW_ASSIGN_OR_RETURN(auto local, choose_local(cfg.get_string("tcp.iface").value(),
                                                cfg.get_string("tcp.subnet").value(),
@@ -280,6 +292,10 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
                (sp->writable && !sp->txq.empty());
     }
   }
+  if (!rx_copies_.empty()) {
+    poll_rx_copies();
+    ready = true;  // device copies have no fd to sleep on
+  }
   if (ready) timeout_ms = 0;
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().
   // Every 64th poll still asks epoll (listener, hang-ups, writability).
@@ -322,6 +338,8 @@ void TcpTransport::push_completion(const Completion& c) {
 
 void TcpTransport::endpoint_gone(TcpEndpoint* ep) {
   eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+  for (size_t i = 0; i < rx_copies_.size(); ++i)
+    if (rx_copies_.at(i).ep == ep) rx_copies_.at(i).ep = nullptr;  // its slot is still freed
   // Completions of a destroyed endpoint must not reach the caller.
   size_t n = completions_.size(), purged = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -376,9 +394,11 @@ Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, Me
                   "tcp: register_memory(nullptr, " + std::to_string(length) + ")");
   }
   if (kind == MemKind::kCudaDevice) {
-    return Status(Code::kNotSupported,
-                  "tcp: CUDA device memory cannot be sent without the staging pipeline; "
-                  "register host or pinned (cuda-host) memory");
+    if (!dev_) {
+      return Status(Code::kNotSupported,
+                    "tcp: cannot register CUDA device memory: " + dev_why_ +
+                        "; register host or pinned (cuda-host) memory");
+    }
   }
   return MemoryRegion(addr, length, kind, 0, nullptr);
 }
@@ -390,7 +410,8 @@ std::map<std::string, uint64_t> TcpTransport::stats() const {
           {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
           {"rx_stalls", c.rx_stalls},           {"truncated_recvs", c.truncated_recvs},
           {"protocol_errors", c.protocol_errors}, {"rejected_conns", c.rejected_conns},
-          {"endpoint_errors", c.endpoint_errors}, {"endpoints", eps_.size()}};
+          {"endpoint_errors", c.endpoint_errors}, {"endpoints", eps_.size()},
+          {"staged_tx_bytes", c.staged_tx_bytes}, {"staged_rx_bytes", c.staged_rx_bytes}};
 }
 
 Result<size_t> TcpCq::poll(std::span<Completion> out) { return t_->progress(out); }

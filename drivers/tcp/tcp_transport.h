@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gw_config.h"
+#include "gw_staging.h"
 #include "gw_transport.h"
 #include "tcp_slots.h"
 #include "tcp_socket.h"
@@ -56,6 +57,12 @@ struct Stream : PollItem {
   int msg = -1;                       // InMsg slot of the chunk being read
   uint8_t* dst = nullptr;             // where the payload goes; null = discard
   uint64_t chunk_left = 0;
+  // Device-memory staging (tcp_staging.cc): receive slot being filled, send slots held.
+  bool rx_staged = false;             // the payload goes to device memory through a slot
+  int rx_slot = -1;
+  size_t rx_fill = 0;
+  uint8_t* rx_slot_dst = nullptr;     // device address of the slot's first byte
+  uint32_t tx_staged = 0;             // send slots held by chunks of this stream
 };
 
 struct Options {
@@ -66,7 +73,15 @@ struct Options {
   int max_outstanding = 0;
   int cq_depth = 0;
   int hello_timeout_ms = 0;
+  StagingPool::Options staging;
   StreamOptions sock;
+};
+
+/// A host-to-device copy of a received slot, in flight.
+struct RxCopy {
+  TcpEndpoint* ep = nullptr;  // null once the endpoint is gone
+  int slot = -1;
+  int msg = -1;
 };
 
 class TcpCq final : public CompletionQueue {
@@ -107,6 +122,21 @@ class TcpTransport final : public Transport {
   void endpoint_gone(TcpEndpoint* ep);
   /// Match an any-source receive against buffered messages; false if none matched.
   bool take_unexpected_any(const RecvRequest& r);
+  /// Whether a request's buffer is device memory (its region's kind, else asked of the
+  /// device runtime when there is a GPU).
+  bool is_device(const void* buf, const MemoryRegion* mr) const {
+    if (mr) return mr->kind() == MemKind::kCudaDevice;
+    return dev_ && buf && dev_->pointer_kind(buf) == MemKind::kCudaDevice;
+  }
+  /// The staging pool for receives into device memory, made on first use (logs the path).
+  Result<StagingPool*> rx_pool();
+  /// Make a staging pool (send side: one per endpoint; receive side: this transport's).
+  Result<std::unique_ptr<StagingPool>> make_pool(const std::string& owner);
+  /// Finish host-to-device copies of received slots. False if the device failed (the
+  /// endpoints concerned are failed).
+  void poll_rx_copies();
+  StagingPool* rx_pool_now() const { return rx_pool_.get(); }
+  Ring<RxCopy> rx_copies_;
 
   struct AnyRecv {
     RecvRequest req;
@@ -122,6 +152,7 @@ class TcpTransport final : public Transport {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
     uint64_t unexpected_msgs = 0, rx_stalls = 0, truncated_recvs = 0;
     uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
+    uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
 
@@ -149,6 +180,9 @@ class TcpTransport final : public Transport {
   uint64_t post_seq_ = 0;
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
+  DeviceOps* dev_ = nullptr;         // null: no usable GPU (dev_why_ says why)
+  std::string dev_why_;
+  std::unique_ptr<StagingPool> rx_pool_;
 };
 
 }  // namespace gw::drv::tcp

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "coll_device.h"
 #include "coll_impl.h"
 
 namespace gw {
@@ -28,6 +29,8 @@ Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, s
                                                  DataType dt, ReduceOp op,
                                                  const CallOptions& call) {
   GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv));
+  if (coll::is_device_buffer(recv))  // GPU memory: lib/coll/coll_device_ring.cc
+    return coll::device_allreduce_async(*impl_, send, recv, count, dt, op, call);
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, count, call));
   o->in = static_cast<const uint8_t*>(send);
   o->work = o->out = static_cast<uint8_t*>(recv);
