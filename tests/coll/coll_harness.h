@@ -1,12 +1,13 @@
-// Multi-rank harness for the coll suite: ranks are threads, each with its own TCP transport on
-// loopback and a Group over one in-process store; plus input generators and a float64
-// reference computed independently of the library.
+// Multi-rank harness for the coll suite: ranks are threads, each with its own transport (the
+// spec in GW_TEST_COLL_TRANSPORT, default TCP on loopback) and a Group over one in-process
+// store; plus input generators and a float64 reference computed independently of the library.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -29,6 +30,12 @@ struct Rank {
   std::unique_ptr<Communicator> comm;
 };
 
+/// The transport every rank opens: GW_TEST_COLL_TRANSPORT, default TCP on loopback.
+inline std::string transport_spec() {
+  const char* s = std::getenv("GW_TEST_COLL_TRANSPORT");
+  return s && *s ? s : "tcp:iface=lo";
+}
+
 /// Run fn(rank, comm) on `n` threads. The Communicator may be reset by fn (dead-peer tests).
 inline void run_ranks(int n, CommOptions opts,
                       const std::function<void(int, std::unique_ptr<Rank>&)>& fn) {
@@ -36,7 +43,7 @@ inline void run_ranks(int n, CommOptions opts,
   std::vector<std::thread> th;
   for (int r = 0; r < n; ++r) {
     th.emplace_back([&, r] {
-      auto t = Transport::open("tcp:iface=lo");
+      auto t = Transport::open(transport_spec());
       ASSERT_TRUE(t.ok()) << t.status().to_string();
       auto g = Group::create(store, std::move(t).value(), r, n, Millis(20000), "coll");
       ASSERT_TRUE(g.ok()) << g.status().to_string();
