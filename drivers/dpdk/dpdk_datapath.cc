@@ -12,7 +12,6 @@ namespace gw::drv::dpdk {
 namespace {
 
 constexpr int kMaxBackoff = 16;
-constexpr uint32_t kRetxPerTimer = 64;
 
 void no_free(void*, void*) {}  // the caller owns the memory; the send completes on its ack
 
@@ -145,6 +144,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     if (last.tries == 1) rtt_sample(t_->now() - last.sent);
     snd_una_ = h.ack;
     backoff_ = 0;
+    last_advance_ = t_->now();
     complete_sends();
   }
   // Selective acks: bit i = packet ack + i is held by the peer.
@@ -182,23 +182,21 @@ void DpdkEndpoint::complete_sends() {
   }
 }
 
+// One retransmission timer per connection, as TCP has: it runs from the later of the oldest
+// packet's (re)transmission and the last ack that moved snd_una_. On expiry only that oldest
+// packet is resent (it doubles as a window probe); holes behind it are fast-retransmitted once
+// its ack brings selective acks. Timing every packet on its own instead made a peer that was
+// merely descheduled for longer than the RTO trigger a flood of duplicate retransmissions,
+// and every packet sent before the pause timed out again right after the first ack.
 void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
   if (snd_una_ == snd_nxt_) return;
   const uint64_t rto = std::min(rto_ << backoff_, t_->opts().rto_max_ns);
-  uint32_t sent = 0;
-  bool fired = false;
-  for (uint32_t s = snd_una_; s != snd_nxt_ && sent < kRetxPerTimer; ++s) {
-    TxPkt& p = inflight_[s & mask_];
-    if (p.sacked || now - p.sent < rto) continue;
-    fired = true;
-    p.fast = false;
-    if (!transmit(s)) break;
-    ++sent;
-  }
-  if (fired) {
-    ++t_->counters_.timeouts;
-    if (backoff_ < kMaxBackoff) ++backoff_;
-  }
+  TxPkt& head = inflight_[snd_una_ & mask_];
+  if (now - std::max(head.sent, last_advance_) < rto) return;
+  ++t_->counters_.timeouts;
+  if (backoff_ < kMaxBackoff) ++backoff_;
+  for (uint32_t s = snd_una_; s != snd_nxt_; ++s) inflight_[s & mask_].fast = false;
+  transmit(snd_una_);
 }
 
 void DpdkEndpoint::timers(uint64_t now) {

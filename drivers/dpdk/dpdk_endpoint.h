@@ -53,6 +53,10 @@ class DpdkEndpoint final : public Endpoint {
   void send_control(PktType type);
   bool need_ack() const { return need_ack_; }
   bool stalled() const { return stalled_; }
+  /// Sent data awaits its ack and the last transmission was recent.
+  bool awaiting_ack(uint64_t now) const {
+    return snd_una_ != snd_nxt_ && now - last_tx_ < 2'000'000;
+  }
   void advance();
   bool failed() const { return !error_.ok(); }
   void fail(const Status& st);
@@ -141,6 +145,7 @@ class DpdkEndpoint final : public Endpoint {
   std::vector<TxPkt> inflight_;
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
   int backoff_ = 0;
+  uint64_t last_advance_ = 0;  // when snd_una_ last moved (restarts the retransmission timer)
   // Receive side.
   std::vector<RxSlot> rx_;
   uint32_t rcv_nxt_ = 0, next_match_ = 0;

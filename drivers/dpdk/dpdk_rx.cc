@@ -6,8 +6,12 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
-#include <cstring>
+#include <sched.h>
 
+#include <cstring>
+#include <thread>
+
+#include "dpdk_cksum.h"
 #include "dpdk_endpoint.h"
 #include "log.h"
 
@@ -15,6 +19,7 @@ namespace gw::drv::dpdk {
 namespace {
 constexpr uint16_t kBurst = 32;
 constexpr uint64_t kTimerPeriodNs = 100'000;  // retransmission/heartbeat checks
+constexpr uint64_t kBusyNs = 2'000'000;        // traffic this recent keeps idle_wait polling
 }  // namespace
 
 Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
@@ -40,6 +45,27 @@ Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
   return k;
 }
 
+// Sleeping while a transfer is under way costs a whole sleep per window (the peer's acks or
+// next packets wait in the ring); spinning starves a peer that shares the core. So: yield
+// between polls while frames arrived recently or sent data awaits its ack, sleep otherwise.
+Result<size_t> DpdkTransport::idle_wait(std::span<Completion> out, int timeout_ms) {
+  const uint64_t end = now_ns() + static_cast<uint64_t>(std::max(0, timeout_ms)) * 1'000'000;
+  uint64_t backoff = 1000;
+  for (;;) {
+    GW_ASSIGN_OR_RETURN(size_t n, progress(out));
+    if (n > 0 || now_ >= end) return n;
+    bool busy = now_ - last_frame_rx_ < kBusyNs;
+    for (size_t i = 0; !busy && i < eps_.size(); ++i) busy = eps_[i]->awaiting_ack(now_);
+    if (busy) {
+      sched_yield();
+      backoff = 1000;
+      continue;
+    }
+    std::this_thread::sleep_for(Nanos(std::min(backoff, end - now_)));
+    backoff = std::min<uint64_t>(backoff * 2, 1'000'000);
+  }
+}
+
 void DpdkTransport::timers() {
   if (rte_mbuf* m = rx_fault_.take_held()) handle_frame(m);
   for (size_t q = 0; q < tx_fault_.size(); ++q)
@@ -51,6 +77,7 @@ void DpdkTransport::timers() {
 void DpdkTransport::rx_burst() {
   uint16_t n = rte_eth_rx_burst(port_->id(), 0, rx_pkts_.data(), kBurst);
   if (n == 0) return;
+  last_frame_rx_ = now_;
   rte_mbuf** pkts = rx_pkts_.data();
   if (rx_fault_.active()) {
     n = rx_fault_.apply(pkts, n, rx_faulted_.data(), port_->tx_pool());
@@ -89,7 +116,7 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   if (rte_ipv4_cksum(ip) != 0) return drop(counters_.bad_checksum);
   // Ethernet padding of short frames is not part of the datagram.
   if (m->pkt_len > ip_len + kEthLen) rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - ip_len - kEthLen));
-  if (udp->dgram_cksum != 0 && rte_ipv4_udptcp_cksum_mbuf_verify(m, ip, kEthLen + kIpLen) != 0)
+  if (udp->dgram_cksum != 0 && !udp_cksum_ok(m, ip, kEthLen + kIpLen))
     return drop(counters_.bad_checksum);
   WireHdr h;
   std::memcpy(&h, f + kEthLen + kIpLen + kUdpLen, sizeof h);
@@ -176,7 +203,7 @@ void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m) {
   ip->hdr_checksum = rte_ipv4_cksum(ip);
   udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(l3 - kIpLen));
   udp->dgram_cksum = 0;
-  if (opts_.checksum) udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, kEthLen + kIpLen);
+  if (opts_.checksum) udp->dgram_cksum = udp_cksum(m, ip, kEthLen + kIpLen);
   ++counters_.pkts_sent;
   auto& q = txq_[ep.peer().txq];
   q.push_back(m);

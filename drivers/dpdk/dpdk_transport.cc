@@ -6,6 +6,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,8 +76,9 @@ GW_REGISTER_DRIVER(
     {"dpdk.rx_desc", ConfigType::kInt, "1024", "receive descriptors"},
     {"dpdk.tx_desc", ConfigType::kInt, "1024", "transmit descriptors"},
     {"dpdk.mbufs", ConfigType::kInt, "8191", "mbufs per pool (one pool each for rx and tx)"},
-    {"dpdk.window", ConfigType::kInt, "256",
-     "packets in flight per connection (power of two, 64..4096); also the receive window"},
+    {"dpdk.window", ConfigType::kInt, "0",
+     "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a ring bus); "
+     "also the receive window"},
     {"dpdk.held_max", ConfigType::kInt, "4096",
      "out-of-order packets held per transport before new ones are dropped"},
     {"dpdk.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
@@ -126,6 +128,8 @@ Status DpdkTransport::init(const Config& cfg) {
   if (po.vdev.find("net_memif") == 0 && po.vdev.find("socket-abstract") == std::string::npos &&
       po.vdev.find("socket=") != std::string::npos)
     po.vdev += ";socket-abstract=no";  // a path in the file system, as the user wrote it
+  if (po.vdev.find("net_memif") == 0 && po.vdev.find("rsize=") == std::string::npos)
+    po.vdev += ";rsize=11";  // 2048 slots per ring: room for a whole window plus its acks
   po.ring_bus = gets("dpdk.ring");
   po.device = gets("dpdk.device");
   if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
@@ -138,7 +142,11 @@ Status DpdkTransport::init(const Config& cfg) {
   po.tx_desc = static_cast<int>(std::clamp<int64_t>(geti("dpdk.tx_desc"), 64, 16384));
   po.mbufs = static_cast<int>(std::clamp<int64_t>(geti("dpdk.mbufs"), 1023, 1 << 20));
 
+  // A large window lets the sender run ahead while a descheduled receiver is not polling
+  // (what the kernel's socket buffers do for TCP); ring-bus ranks share one pool and one
+  // receive ring per port, so they get a smaller one.
   int64_t w = geti("dpdk.window");
+  if (w == 0) w = po.ring_bus.empty() ? 1024 : 256;
   if (w < 64 || w > 4096 || !std::has_single_bit(static_cast<uint64_t>(w))) {
     return Status(Code::kInvalidArgument,
                   "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
@@ -230,6 +238,10 @@ Status DpdkTransport::init(const Config& cfg) {
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
   completions_.init(static_cast<size_t>(opts_.cq_depth) + 4096);
+  event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (event_fd_ < 0)
+    return Status(Code::kSystemError, std::string("dpdk: eventfd: ") + std::strerror(errno));
+  cq_.set_fd(event_fd_);
   any_.init(static_cast<size_t>(opts_.max_outstanding));
   conns_.resize(static_cast<size_t>(opts_.max_endpoints));
   for (int i = opts_.max_endpoints; i-- > 0;) free_conns_.push_back(i);
@@ -253,7 +265,14 @@ Status DpdkTransport::init(const Config& cfg) {
 }
 
 DpdkTransport::~DpdkTransport() {
+  if (log_->should_log(spdlog::level::debug)) {
+    std::string s;
+    for (const auto& [k, v] : stats())
+      if (v) s += " " + k + "=" + std::to_string(v);
+    log_->debug("dpdk: port {} closing; counters:{}", port_ ? port_->name() : "?", s);
+  }
   flush_tx();
+  if (event_fd_ >= 0) ::close(event_fd_);
   rx_fault_.release();
   for (auto& f : tx_fault_) f.release();
   for (auto& q : txq_) {
@@ -467,5 +486,9 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
 }
 
 Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }
+
+Result<size_t> DpdkCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
+  return t_->idle_wait(out, timeout_ms);
+}
 
 }  // namespace gw::drv::dpdk

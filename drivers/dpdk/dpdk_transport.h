@@ -53,10 +53,15 @@ class DpdkCq final : public CompletionQueue {
  public:
   explicit DpdkCq(DpdkTransport* t) : t_(t) {}
   Result<size_t> poll(std::span<Completion> out) override;
-  int wait_fd() const override { return -1; }  // polling driver: the wait backs off instead
+  /// An eventfd that is never signalled: it only makes CompletionQueue::wait() hand its sleep
+  /// to sleep_poll(), which polls while traffic is in flight and backs off when idle.
+  int wait_fd() const override { return fd_; }
+  Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override;
+  void set_fd(int fd) { fd_ = fd; }
 
  private:
   DpdkTransport* t_;
+  int fd_ = -1;
 };
 
 /// A SYN that arrived before its connect() (passive side), by connection key.
@@ -80,6 +85,9 @@ class DpdkTransport final : public Transport {
 
   // --- used by DpdkEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
+  /// Polls until a completion or `timeout_ms`: yielding the CPU between polls while frames
+  /// flow or sent data awaits its ack, sleeping with back-off when idle.
+  Result<size_t> idle_wait(std::span<Completion> out, int timeout_ms);
   const Options& opts() const { return opts_; }
   bool reserve_completion();
   void push_completion(const Completion& c);
@@ -141,7 +149,8 @@ class DpdkTransport final : public Transport {
   Ring<Completion> completions_;
   size_t cq_reserved_ = 0;
   uint64_t post_seq_ = 0;
-  uint64_t now_ = 0, last_timers_ = 0;
+  uint64_t now_ = 0, last_timers_ = 0, last_frame_rx_ = 0;
+  int event_fd_ = -1;
   FaultInjector rx_fault_;
   // One per transmit queue: a frame held back for reordering leaves on its own queue (on a
   // ring bus the queue is the destination).
