@@ -4,6 +4,7 @@
 // nothing links libcuda.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -46,6 +47,15 @@ class CudaDeviceOps final : public DeviceOps {
 
 Status CudaDeviceOps::available() {
   std::call_once(once_, [this] {
+    // No NVIDIA device node (Linux) nor WSL's /dev/dxg: no GPU, and no reason to start the
+    // CUDA runtime (which would look for libcuda) in every process that only uses host memory.
+    struct stat st{};
+    if (::stat("/dev/nvidiactl", &st) != 0 && ::stat("/dev/dxg", &st) != 0) {
+      avail_ = Status(Code::kNotSupported,
+                      "cuda: no usable GPU: no /dev/nvidiactl (run on a machine with an NVIDIA "
+                      "GPU and its driver loaded; `nvidia-smi` must list the GPU)");
+      return;
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
