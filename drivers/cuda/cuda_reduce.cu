@@ -14,10 +14,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// No __restrict__: dst may be a or b (the allreduce reduces in place).
 template <class C, int Op>
-__global__ void reduce_vec(typename C::Store* __restrict__ dst,
-                           const typename C::Store* __restrict__ a,
-                           const typename C::Store* __restrict__ b, size_t n, uint32_t div) {
+__global__ void reduce_vec(typename C::Store* dst, const typename C::Store* a,
+                           const typename C::Store* b, size_t n, uint32_t div) {
   using T = typename C::Store;
   constexpr int kLanes = 16 / sizeof(T);
   union Pack {
@@ -71,7 +71,8 @@ void launch_op(void* dst, const void* a, const void* b, size_t n, uint32_t div,
                            reinterpret_cast<uintptr_t>(b)) & 15u;
   const size_t per_thread = misaligned ? 1 : 16 / sizeof(T);
   const size_t want = (n / per_thread + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(want < 1 ? 1 : (want > size_t(max_blocks()) ? max_blocks() : want));
+  const size_t cap = static_cast<size_t>(max_blocks());
+  const int blocks = static_cast<int>(want < 1 ? 1 : (want > cap ? cap : want));
   if (misaligned)
     reduce_scalar<C, Op><<<blocks, kThreads, 0, s>>>(d, x, y, n, div);
   else
