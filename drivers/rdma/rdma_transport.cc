@@ -56,6 +56,9 @@ GW_REGISTER_DRIVER(
     {"rdma.rnr_retry", ConfigType::kInt, "6",
      "receiver-not-ready retries (0..6; 7 would mean forever and is refused)"},
     {"rdma.reg_cache_entries", ConfigType::kInt, "256", "registrations kept in the cache"},
+    {"rdma.spin_us", ConfigType::kInt, "100",
+     "a blocking wait polls this long before sleeping on the completion channel, while "
+     "completions keep coming (0: sleep at once)"},
     {"rdma.hello_timeout_ms", ConfigType::kInt, "5000",
      "an accepted control connection must send its hello within this time"},
     {"rdma.gpu", ConfigType::kString, "auto",
@@ -107,6 +110,8 @@ Status RdmaTransport::init(const Config& cfg) {
   opts_.rnr_retry = static_cast<uint8_t>(rnr);
   opts_.unexpected_bytes = static_cast<uint64_t>(geti("rdma.unexpected_bytes"));
   opts_.hello_timeout_ms = static_cast<int>(geti("rdma.hello_timeout_ms"));
+  GW_ASSIGN_OR_RETURN(int64_t spin_us, range("rdma.spin_us", 0, 1000000, ""));
+  opts_.spin = Nanos(spin_us * 1000);
 
   DeviceWish wish{cfg.get_string("rdma.dev").value(), static_cast<int>(geti("rdma.port")),
                   static_cast<int>(geti("rdma.gid_index"))};
@@ -441,6 +446,7 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   if (n == 0 && (armed_ || ++idle_polls_ % 32 == 0 || !pending_.empty())) service_events();
   for (RdmaEndpoint* ep : eps_)
     if (ep && ep->has_tx()) ep->flush();
+  if (n > 0) last_busy_ = Clock::now();
   size_t m = 0;
   while (m < out.size() && done_size_ > 0) {
     out[m++] = done_[done_head_];
@@ -569,5 +575,17 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
 Result<size_t> RdmaCq::poll(std::span<Completion> out) { return t_->progress(out); }
 
 int RdmaCq::wait_fd() const { return t_->arm(); }
+
+Result<size_t> RdmaCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
+  const auto now = Clock::now();
+  if (t_->opts().spin.count() > 0 && now - t_->last_busy() < Millis(1)) {
+    const auto end = now + t_->opts().spin;
+    do {
+      GW_ASSIGN_OR_RETURN(size_t n, t_->progress(out));
+      if (n > 0) return n;
+    } while (Clock::now() < end);
+  }
+  return CompletionQueue::sleep_poll(out, timeout_ms);
+}
 
 }  // namespace gw::drv::rdma

@@ -48,6 +48,7 @@ struct Options {
   uint64_t unexpected_bytes = 0;
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
+  Nanos spin{0};                // polling before a blocking wait sleeps, while traffic flows
 };
 
 /// What an epoll event points at.
@@ -74,6 +75,9 @@ class RdmaCq final : public CompletionQueue {
   Result<size_t> poll(std::span<Completion> out) override;
   /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
   int wait_fd() const override;
+  /// While completions came within the last millisecond, polls up to rdma.spin_us before
+  /// sleeping: a completion-channel wake-up costs more than a short poll.
+  Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override;
 
  private:
   RdmaTransport* t_;
@@ -104,6 +108,7 @@ class RdmaTransport final : public Transport {
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
   int arm();
+  Clock::time_point last_busy() const { return last_busy_; }
   const Options& opts() const { return opts_; }
   /// Completion-queue entries one endpoint may occupy: lane 0's receives and sends, and per
   /// further lane one receive per rendezvous slot plus its sends.
@@ -166,6 +171,7 @@ class RdmaTransport final : public Transport {
   RdmaCq cq_;
   bool armed_ = false;
   uint32_t idle_polls_ = 0;
+  Clock::time_point last_busy_{};  // when progress() last found work
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
