@@ -25,7 +25,7 @@ struct Options {
   std::vector<std::string> sizes{"4K", "64K", "1M", "4M", "16M"};
   std::string transport = "tcp:iface=lo", csv;
   int64_t timeout_ms = 60000;
-  bool no_ring = false;
+  bool no_ring = false, threads = false;
 };
 
 Result<uint64_t> parse_size(const std::string& t) {
@@ -110,10 +110,8 @@ Status ring_worker(const Launched& l, const Options& o, const std::vector<KeySpe
 }
 #endif
 
-int run(const Options& o) {
-  auto l = join(Millis(o.timeout_ms));
-  if (!l.ok()) return fail(kApp, l.status());
-  const int workers = l->size - o.servers;
+int run(const Options& o, const Launched& l) {
+  const int workers = l.size - o.servers;
   if (workers < 1) return fail(kApp, Status(Code::kInvalidArgument, "no worker rank left"));
   std::vector<KeySpec> keys;
   for (size_t i = 0; i < o.sizes.size(); ++i) {
@@ -127,10 +125,10 @@ int run(const Options& o) {
   po.timeout = Millis(o.timeout_ms);
   std::vector<double> ps_us, ring_us;
   {
-    auto g = make_group(*l, o.transport, "ps-perf/ps", Millis(o.timeout_ms));
+    auto g = make_group(l, o.transport, "ps-perf/ps", Millis(o.timeout_ms));
     if (!g.ok()) return fail(kApp, g.status());
     Status st;
-    if (l->rank < o.servers) {
+    if (l.rank < o.servers) {
       auto s = PsServer::create(**g, keys, po, make_sum_updater());
       st = s.ok() ? (*s)->serve(Millis(o.timeout_ms) * static_cast<int64_t>(keys.size() + 1))
                   : s.status();
@@ -138,18 +136,21 @@ int run(const Options& o) {
       st = ps_worker(**g, o, po, keys, &ps_us);
     }
     if (!st.ok()) return fail(kApp, st.with_context("PS phase"));
+    g->reset();
+    st = end_phase(l, "ps-perf/ps", Millis(o.timeout_ms));
+    if (!st.ok()) return fail(kApp, st.with_context("PS phase"));
   }
   const char* ring_note = "";
 #ifdef GW_HAVE_COLL
-  if (!o.no_ring && l->rank >= o.servers) {
-    Status st = ring_worker(*l, o, keys, &ring_us);
+  if (!o.no_ring && l.rank >= o.servers) {
+    Status st = ring_worker(l, o, keys, &ring_us);
     if (!st.ok()) return fail(kApp, st.with_context("ring phase"));
   }
 #else
   ring_note = " (ring allreduce not built: lib/coll is disabled in this build)";
 #endif
-  if (Status st = leave(*l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
-  if (l->rank != o.servers) return 0;
+  if (Status st = leave(l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
+  if (l.rank != o.servers) return 0;
   std::printf("# gw-ps-perf: %s, %d server(s), %d worker(s), float32 sum, median of %d "
               "iterations%s\n",
               o.transport.c_str(), o.servers, workers, o.iters, ring_note);
@@ -191,17 +192,14 @@ int main(int argc, char** argv) {
   app.add_option("--csv", o.csv, "also write the results as CSV");
   app.add_flag("--no-ring", o.no_ring, "skip the ring allreduce");
   app.add_option("--timeout-ms", o.timeout_ms, "setup and per-wait timeout")->capture_default_str();
+  app.add_flag("--threads", o.threads,
+               "with --ranks: run the ranks as threads of this process (in-process store), as "
+               "transports that connect only within a process need (dpdk:ring=NAME)");
   CLI11_PARSE(app, argc, argv);
   if (o.iters < 1 || o.warmup < 0) {
     std::fprintf(stderr, "gw-ps-perf: --iters must be >= 1\n");
     return 2;
   }
-  if (!gw::psapp::launched()) {
-    if (o.ranks == 0) {
-      std::fprintf(stderr, "gw-ps-perf: no launcher variables; use --ranks N\n");
-      return 2;
-    }
-    return gw::psapp::spawn_local(o.ranks, argv, gw::Millis(o.timeout_ms) + gw::Millis(2000));
-  }
-  return gw::psapp::run(o);
+  return gw::psapp::start("gw-ps-perf", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
+                           [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
 }

@@ -31,6 +31,7 @@ struct Options {
   std::vector<int> straggler_ms{0};
   std::string transport = "tcp:iface=lo", csv = "ps-train.csv", svg = "ps-train.svg";
   int64_t timeout_ms = 120000;
+  bool threads = false;
 };
 
 struct RunResult {
@@ -54,6 +55,17 @@ Status run_server(Group& g, const Options& o, const PsOptions& po, const Model& 
   const auto& st = s->stats();
   return g.store().set(prefix + "/stats/" + std::to_string(g.rank()),
                        std::to_string(st.max_staleness) + " " + std::to_string(st.deferred_pulls));
+}
+
+// The straggler's extra work: `delay` of not touching the PS, except that the transport is
+// driven every millisecond, as a polling transport (dpdk) needs to keep its peers' trust.
+Status straggle(PsWorker& w, Nanos delay) {
+  const Deadline dl(delay);
+  while (!dl.expired()) {
+    std::this_thread::sleep_for(std::min<Nanos>(dl.remaining(), Millis(1)));
+    GW_RETURN_IF_ERROR(w.progress());
+  }
+  return Status();
 }
 
 Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& m,
@@ -101,7 +113,7 @@ Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& 
       out->series.pts.push_back(p);
     }
     if (it == o.iters) break;  // the last pull only reads the final model
-    if (straggler) std::this_thread::sleep_for(Millis(straggler_ms));
+    if (straggler) GW_RETURN_IF_ERROR(straggle(*w, Millis(straggler_ms)));
     for (size_t j = 0; j < rows.size(); ++j)
       rows[j] = lo + (static_cast<size_t>(it) * rows.size() + j) % (hi - lo);
     // The gradient buffers are registered: compute in place, then push from them.
@@ -163,13 +175,11 @@ void print_table(const Options& o, int workers, const std::vector<RunResult>& ru
               o.target);
 }
 
-int run(const Options& o) {
-  auto l = join(Millis(o.timeout_ms));
-  if (!l.ok()) return fail(kApp, l.status());
-  const int workers = l->size - o.servers;
+int run(const Options& o, const Launched& l) {
+  const int workers = l.size - o.servers;
   if (workers < 1) {
     return fail(kApp, Status(Code::kInvalidArgument,
-                             std::to_string(l->size) + " ranks leave no worker beside " +
+                             std::to_string(l.size) + " ranks leave no worker beside " +
                                  std::to_string(o.servers) + " server(s)"));
   }
   const Data data = make_blobs(o.samples, o.dim, o.seed);
@@ -184,22 +194,25 @@ int run(const Options& o) {
       po.staleness = o.staleness;
       po.timeout = Millis(o.timeout_ms);
       const std::string prefix = "ps-train/" + mode + "/" + std::to_string(straggle);
-      auto g = make_group(*l, o.transport, prefix, Millis(o.timeout_ms));
+      auto g = make_group(l, o.transport, prefix, Millis(o.timeout_ms));
       if (!g.ok()) return fail(kApp, g.status());
       RunResult r;
       r.series.label = label_of(mode, o.staleness, straggle);
-      Status st = l->rank < o.servers
+      Status st = l.rank < o.servers
                       ? run_server(**g, o, po, model, prefix)
                       : run_worker(**g, o, po, model, data, eval, straggle, prefix, &r);
       if (!st.ok()) return fail(kApp, st.with_context(r.series.label));
-      if (l->rank == o.servers) {
+      g->reset();
+      st = end_phase(l, prefix, Millis(o.timeout_ms));
+      if (!st.ok()) return fail(kApp, st.with_context(r.series.label));
+      if (l.rank == o.servers) {
         std::fprintf(stderr, "%s: %s done in %.2f s\n", kApp, r.series.label.c_str(), r.wall_s);
         results.push_back(std::move(r));
       }
     }
   }
-  if (Status st = leave(*l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
-  if (l->rank != o.servers) return 0;
+  if (Status st = leave(l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
+  if (l.rank != o.servers) return 0;
   print_table(o, workers, results);
   std::vector<Series> series;
   for (auto& r : results) series.push_back(r.series);
@@ -256,18 +269,14 @@ int main(int argc, char** argv) {
   app.add_option("--csv", o.csv, "loss curves (CSV)")->capture_default_str();
   app.add_option("--svg", o.svg, "loss against wall time (SVG)")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "setup and per-wait timeout")->capture_default_str();
+  app.add_flag("--threads", o.threads,
+               "with --ranks: run the ranks as threads of this process (in-process store), as "
+               "transports that connect only within a process need (dpdk:ring=NAME)");
   CLI11_PARSE(app, argc, argv);
   if (o.batch < 1 || o.iters < 1 || o.dim < 1 || o.samples < 2) {
     std::fprintf(stderr, "gw-ps-train: --batch, --iters, --dim must be >= 1, --samples >= 2\n");
     return 2;
   }
-  if (!gw::psapp::launched()) {
-    if (o.ranks == 0) {
-      std::fprintf(stderr, "gw-ps-train: no launcher variables; use --ranks N to start N local "
-                           "processes\n");
-      return 2;
-    }
-    return gw::psapp::spawn_local(o.ranks, argv, gw::Millis(o.timeout_ms) + gw::Millis(2000));
-  }
-  return gw::psapp::run(o);
+  return gw::psapp::start("gw-ps-train", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
+                           [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
 }

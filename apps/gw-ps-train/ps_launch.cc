@@ -37,12 +37,47 @@ Result<std::unique_ptr<Group>> make_group(const Launched& l, const std::string& 
   return Group::create(l.store, std::move(t), l.rank, l.size, timeout, prefix);
 }
 
+Status end_phase(const Launched& l, const std::string& prefix, Nanos timeout) {
+  GW_RETURN_IF_ERROR(l.store->set(prefix + "/left/" + std::to_string(l.rank), "1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < l.size; ++r) keys.push_back(prefix + "/left/" + std::to_string(r));
+  return l.store->wait(keys, timeout);
+}
+
 Status leave(const Launched& l, Nanos timeout) {
   GW_RETURN_IF_ERROR(l.store->set("exit/" + std::to_string(l.rank), "1"));
   if (l.rank != 0) return Status();
   std::vector<std::string> keys;
   for (int r = 0; r < l.size; ++r) keys.push_back("exit/" + std::to_string(r));
   return l.store->wait(keys, timeout);
+}
+
+int start(const char* app, int ranks, bool threads, char** argv, Nanos timeout,
+          const std::function<int(const Launched&)>& body) {
+  if (threads || !launched()) {
+    if (ranks == 0) {
+      std::fprintf(stderr, "%s: %s; use --ranks N\n", app,
+                   threads ? "--threads needs the rank count" : "no launcher variables");
+      return 2;
+    }
+    return threads ? run_threads(ranks, body) : spawn_local(ranks, argv, timeout + Millis(2000));
+  }
+  auto l = join(timeout);
+  if (!l.ok()) return fail(app, l.status());
+  return body(*l);
+}
+
+int run_threads(int ranks, const std::function<int(const Launched&)>& body) {
+  auto store = make_in_process_store();
+  std::vector<int> codes(static_cast<size_t>(ranks), 0);
+  std::vector<std::thread> th;
+  for (int r = 0; r < ranks; ++r) {
+    th.emplace_back([&, r] { codes[static_cast<size_t>(r)] = body(Launched{r, ranks, store}); });
+  }
+  for (auto& t : th) t.join();
+  for (int c : codes)
+    if (c != 0) return c;
+  return 0;
 }
 
 namespace {

@@ -111,6 +111,11 @@ class PsWorker {
   Status wait(PsHandle h, Nanos timeout);
   /// Progress without blocking. @return whether `h` is finished.
   Result<bool> test(PsHandle h);
+  /// Drive the transport once without waiting. A polling transport (dpdk) acknowledges and
+  /// answers its peers only while polled, so a worker busy elsewhere for longer than the
+  /// transport's dead-peer timeout (dpdk.peer_timeout_ms) calls this now and then, or its
+  /// peers take it for dead. @return the worker's sticky error.
+  Status progress();
   /// Wait for everything in flight, then tell every rank this worker is done. After finish()
   /// only destruction is allowed. @return the first error, Timeout.
   Status finish(Nanos timeout);

@@ -140,8 +140,13 @@ class PsPeer {
   /// A peer's endpoint failed: a RemoteError unless it said BYE first.
   void on_endpoint_error(const Completion& c);
   /// Send BYE to every other rank and wait for those sends. `pushes_to(peer)` goes in the
-  /// message. @return Timeout, or OK (peers already gone are fine).
-  Status say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout);
+  /// message. With `await_peers`, also wait for every other rank's BYE (the closing barrier
+  /// of finish() and serve()): after it nothing more is in flight to this rank, so it can be
+  /// torn down without polling again, and no peer waits for its acknowledgement.
+  /// @return Timeout, the sticky error (a peer failed while awaited), or OK (peers already
+  /// gone are fine when not awaited).
+  Status say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout,
+                 bool await_peers);
   /// Record the first fatal error (sticky).
   void fail(Status st);
 

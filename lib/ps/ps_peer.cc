@@ -228,7 +228,8 @@ void PsPeer::fail(Status st) {
   error_ = std::move(st);
 }
 
-Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout) {
+Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout,
+                       bool await_peers) {
   for (int r = 0; r < g_.size(); ++r) {
     if (r == g_.rank() || !g_.endpoint(r).status().ok()) continue;
     CtrlMsg m;
@@ -236,12 +237,25 @@ Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos time
     m.bytes = pushes_to(r);
     (void)send_ctrl(r, m);  // a peer already gone is fine
   }
+  auto waiting_for = [&] {
+    std::string ranks;
+    for (int r = 0; await_peers && r < g_.size(); ++r) {
+      if (r != g_.rank() && !bye_[r] && g_.endpoint(r).status().ok())
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    }
+    return ranks;
+  };
   Deadline dl(timeout);
   Completion c[32];
-  while (free_tx_.size() < kCtrlSends) {
+  while (free_tx_.size() < kCtrlSends || !waiting_for().empty()) {
+    if (await_peers && !error_.ok()) return error_;
     if (dl.expired()) {
-      return Status(Code::kTimeout, me_ + ": finishing messages not sent within " +
-                                        std::to_string(timeout.count() / 1000000) + " ms");
+      const std::string ranks = waiting_for();
+      return Status(Code::kTimeout,
+                    me_ + ": " +
+                        (ranks.empty() ? std::string("finishing messages not sent")
+                                       : "rank(s) " + ranks + " did not finish") +
+                        " within " + std::to_string(timeout.count() / 1000000) + " ms");
     }
     GW_ASSIGN_OR_RETURN(size_t n, next(c, dl.remaining()));
     for (size_t i = 0; i < n; ++i) dispatch(c[i]);

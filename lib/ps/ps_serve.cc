@@ -231,7 +231,7 @@ Status PsServer::serve(Nanos timeout) {
         if (m.g_.endpoint(r).status().ok())
           (void)m.send_error(r, m.error_.code(), m.error_.message());
       }
-      (void)m.say_bye([](int) { return uint64_t{0}; }, Millis(1000));
+      (void)m.say_bye([](int) { return uint64_t{0}; }, Millis(1000), false);
       return m.error_;
     }
     if (dl.expired()) {
@@ -254,7 +254,7 @@ Status PsServer::serve(Nanos timeout) {
                    m.me_, p.held.size(), m.key_desc(p.id));
     }
   }
-  return m.say_bye([](int) { return uint64_t{0}; }, m.s_.o.timeout);
+  return m.say_bye([](int) { return uint64_t{0}; }, m.s_.o.timeout, true);
 }
 
 }  // namespace gw

@@ -166,7 +166,7 @@ Status PsServer::Impl::check_tables() {
       (void)send_error(r, Code::kInvalidArgument, why);
       // Let the replies leave before the caller tears the group down.
       (void)say_bye([](int) { return uint64_t{0}; },
-                    std::min<Nanos>(dl.remaining(), Millis(2000)));
+                    std::min<Nanos>(dl.remaining(), Millis(2000)), false);
       return Status(Code::kInvalidArgument, why);
     }
   }

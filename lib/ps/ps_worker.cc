@@ -74,7 +74,22 @@ Status PsWorker::Impl::setup() {
   Deadline dl(s_.o.timeout);
   Completion c[32];
   while (std::count(hello_ok_.begin(), hello_ok_.end(), 1) < s_.o.servers) {
-    if (!error_.ok()) return error_;
+    if (!error_.ok()) {
+      // A server rejected the table: it says BYE next; take it (bounded) so that nothing is
+      // left in flight to this rank and the server is not kept waiting for our ack.
+      Deadline bye(std::min<Nanos>(dl.remaining(), Millis(2000)));
+      auto server_bye_due = [&] {
+        for (int srv = 0; srv < s_.o.servers; ++srv)
+          if (!bye_[srv] && g_.endpoint(srv).status().ok()) return true;
+        return false;
+      };
+      while (server_bye_due() && !bye.expired()) {
+        auto n = next(c, bye.remaining());
+        if (!n.ok()) break;
+        for (size_t i = 0; i < *n; ++i) dispatch(c[i]);
+      }
+      return error_;
+    }
     if (dl.expired()) {
       std::string missing;
       for (int srv = 0; srv < s_.o.servers; ++srv)
@@ -336,6 +351,13 @@ Result<bool> PsWorker::test(PsHandle h) {
   return m.reqs_[h.slot].done;
 }
 
+Status PsWorker::progress() {
+  Impl& m = *impl_;
+  if (m.finished_) return Status(Code::kInvalidArgument, m.me_ + ": progress() after finish()");
+  GW_RETURN_IF_ERROR(m.pump(Nanos(0)));
+  return m.error_;
+}
+
 Status PsWorker::finish(Nanos timeout) {
   Impl& m = *impl_;
   if (m.finished_) return Status(Code::kInvalidArgument, m.me_ + ": finish() called twice");
@@ -352,7 +374,7 @@ Status PsWorker::finish(Nanos timeout) {
   }
   Status st = m.error_;
   m.finished_ = true;
-  Status bye = m.say_bye([&](int r) { return m.pushes_to_[r]; }, dl.remaining());
+  Status bye = m.say_bye([&](int r) { return m.pushes_to_[r]; }, dl.remaining(), true);
   return st.ok() ? bye : st;
 }
 

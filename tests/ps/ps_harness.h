@@ -1,11 +1,18 @@
-// Multi-rank harness for the ps suite: ranks are threads, each with its own TCP transport on
-// loopback and a Group over one in-process store; plus a deterministic data set (Gaussian
-// blobs) and a logistic-regression gradient used by the reference computations.
+// Multi-rank harness for the ps suite: ranks are threads, each with its own transport (the
+// spec in GW_TEST_PS_TRANSPORT, default "tcp:iface=lo") and a Group over one in-process store;
+// plus a deterministic data set (Gaussian blobs) and a logistic-regression gradient used by
+// the reference computations.
+//
+// Polling transports (DPDK) acknowledge and answer heartbeats only while polled, so a rank
+// whose PS object is alive and that waits for anything other than a PS call (a flag set by
+// another thread) waits with idle_until(), which keeps its transport polled.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -22,18 +29,62 @@ namespace gw::ps_test {
 
 inline constexpr Nanos kTimeout = Millis(20000);
 
-/// Run fn(rank, group) on n threads; fn may reset the group (a rank that dies).
+/// The transport every rank opens: GW_TEST_PS_TRANSPORT, default TCP on loopback.
+inline std::string transport_spec() {
+  const char* s = std::getenv("GW_TEST_PS_TRANSPORT");
+  return s && *s ? s : "tcp:iface=lo";
+}
+
+/// Largest rank count a test may use: GW_TEST_PS_MAX_RANKS (default 8). Tests whose shape
+/// needs more skip, saying so.
+inline int max_ranks() {
+  const char* s = std::getenv("GW_TEST_PS_MAX_RANKS");
+  return s && *s ? std::atoi(s) : 8;
+}
+
+/// Skip the current test (with the reason) when `n` ranks exceed max_ranks().
+#define GW_PS_NEED_RANKS(n)                                                               \
+  if ((n) > ::gw::ps_test::max_ranks())                                                  \
+  GTEST_SKIP() << (n) << " ranks exceed GW_TEST_PS_MAX_RANKS=" << ::gw::ps_test::max_ranks() \
+               << " for " << ::gw::ps_test::transport_spec()
+
+/// Wait until pred() holds (or `timeout`), keeping g's transport polled: completions stay
+/// queued for the PS calls that follow. @return whether pred() held.
+template <class Pred>
+bool idle_until(Group* g, Pred pred, Nanos timeout = kTimeout) {
+  Deadline dl(timeout);
+  while (!pred()) {
+    if (dl.expired()) return false;
+    if (g) (void)g->transport().cq().poll({});
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+/// Run fn(rank, group) on n threads; fn may reset the group (a rank that dies). A rank's
+/// group lives until every rank has returned, so no rank sees a peer leave early; meanwhile it
+/// is not polled: the PS objects on it are gone, and their posted receives must not be
+/// completed into freed buffers (finish() and serve() end with a closing handshake, so no
+/// peer needs it polled any more).
 inline void run_ranks(int n, const std::function<void(int, std::unique_ptr<Group>&)>& fn) {
   auto store = make_in_process_store();
+  const std::string spec = transport_spec();
+  std::atomic<int> returned{0};
   std::vector<std::thread> th;
   for (int r = 0; r < n; ++r) {
     th.emplace_back([&, r] {
-      auto t = Transport::open("tcp:iface=lo");
-      ASSERT_TRUE(t.ok()) << t.status().to_string();
-      auto g = Group::create(store, std::move(t).value(), r, n, kTimeout, "ps");
-      ASSERT_TRUE(g.ok()) << g.status().to_string();
-      std::unique_ptr<Group> group = std::move(g).value();
-      fn(r, group);
+      std::unique_ptr<Group> group;
+      [&] {
+        auto t = Transport::open(spec);
+        ASSERT_TRUE(t.ok()) << spec << ": " << t.status().to_string();
+        auto g = Group::create(store, std::move(t).value(), r, n, kTimeout, "ps");
+        ASSERT_TRUE(g.ok()) << g.status().to_string();
+        group = std::move(g).value();
+        fn(r, group);
+      }();
+      ++returned;
+      if (!group || ::testing::Test::HasFailure()) return;
+      idle_until(nullptr, [&] { return returned.load() == n; });
     });
   }
   for (auto& t : th) t.join();

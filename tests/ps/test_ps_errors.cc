@@ -45,7 +45,6 @@ TEST(PsErrors, UnknownKeyAndSizeMismatchAtTheWorker) {
 
 void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec> bad_keys,
                            PsOptions bad_opts, const std::vector<std::string>& words) {
-  std::atomic<int> returned{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(1, Consistency::kBsp);
     Status st;
@@ -58,9 +57,7 @@ void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec
     }
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << "rank " << rank << ": " << st.to_string();
     for (const auto& w : words) EXPECT_TRUE(has(st, w)) << "rank " << rank << ": " << st.to_string();
-    // Stay connected until all have their answer: an exiting rank is a failure to the others.
-    ++returned;
-    while (returned.load() < 3) std::this_thread::sleep_for(Millis(1));
+    // run_ranks keeps every group until all ranks have their answer.
   });
 }
 
@@ -190,9 +187,34 @@ TEST(PsErrors, ServerAnswersBadRequestsAndKeepsServing) {
   });
 }
 
-TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
+// How a rank dies. kClose: its transport is destroyed, so its connections close (a process
+// that exits or is killed, on TCP, where the kernel closes the sockets). kFreeze: it stops
+// polling and never says anything again (a killed process on a polling transport such as DPDK,
+// where nothing closes the connection and peers must time it out: dpdk.peer_timeout_ms).
+enum class Death { kClose, kFreeze };
+
+class PsDeath : public ::testing::TestWithParam<Death> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Death::kFreeze && !transport_spec().starts_with("dpdk")) {
+      GTEST_SKIP() << "a rank that stops polling is still answered by the kernel or NIC on "
+                   << transport_spec() << ", so it is alive to its peers; only polling "
+                   << "transports (dpdk) can see it die";
+    }
+  }
+  // The dying rank: frozen ranks stay silent until `others_done`, then go.
+  static void die(std::unique_ptr<Group>& g, const std::function<void()>& drop_role,
+                  const std::atomic<bool>& others_done) {
+    if (GetParam() == Death::kFreeze) idle_until(nullptr, [&] { return others_done.load(); });
+    drop_role();
+    g.reset();  // dies without finish()
+  }
+};
+
+TEST_P(PsDeath, WorkerDeathIsReportedToEveryone) {
   std::vector<KeySpec> keys{{1, 64}};
-  std::atomic<bool> pulling{false}, server_done{false};
+  std::atomic<bool> pulling{false}, server_done{false}, all_done{false};
+  std::atomic<int> done{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(1, Consistency::kBsp);
     if (rank == 0) {
@@ -202,15 +224,15 @@ TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
       EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
       EXPECT_TRUE(has(st, "worker rank 2 failed")) << st.to_string();
       server_done = true;
+      all_done = ++done == 2;
       return;
     }
     auto w = PsWorker::create(*g, keys, o);
     ASSERT_TRUE(w.ok());
     if (rank == 2) {
-      while (!pulling.load()) std::this_thread::sleep_for(Millis(1));
-      std::this_thread::sleep_for(Millis(20));
-      w->reset();
-      g.reset();  // dies without finish(): connections close
+      ASSERT_TRUE(idle_until(g.get(), [&] { return pulling.load(); }));
+      idle_until(g.get(), [] { return false; }, Millis(20));
+      die(g, [&] { w->reset(); }, all_done);
       return;
     }
     std::vector<float> v(64, 1.0f);
@@ -225,27 +247,29 @@ TEST(PsErrors, WorkerDeathIsReportedToEveryone) {
     EXPECT_EQ((*w)->status().code(), Code::kRemoteError);
     EXPECT_EQ((*w)->push(1, v).status().code(), Code::kRemoteError) << "sticky";
     // Stay until the server has seen rank 2 go (our own exit would be a second failure).
-    while (!server_done.load()) std::this_thread::sleep_for(Millis(1));
+    idle_until(g.get(), [&] { return server_done.load(); });
+    all_done = ++done == 2;
   });
 }
 
-TEST(PsErrors, ServerDeathIsReportedToEveryone) {
+TEST_P(PsDeath, ServerDeathIsReportedToEveryone) {
   std::vector<KeySpec> keys{{1, 64}};  // min part 16 elements: cut over both servers
-  std::atomic<bool> pulling{false};
+  std::atomic<bool> pulling{false}, all_done{false};
+  std::atomic<int> done{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(2, Consistency::kAsp);
     if (rank < 2) {
       auto s = PsServer::create(*g, keys, o, make_sum_updater());
       ASSERT_TRUE(s.ok());
       if (rank == 1) {
-        while (!pulling.load()) std::this_thread::sleep_for(Millis(1));
-        s->reset();
-        g.reset();
+        ASSERT_TRUE(idle_until(g.get(), [&] { return pulling.load(); }));
+        die(g, [&] { s->reset(); }, all_done);
         return;
       }
       Status st = (*s)->serve(kTimeout);
       EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
       EXPECT_TRUE(has(st, "server rank 1 failed")) << st.to_string();
+      all_done = ++done == 2;
       return;
     }
     auto w = PsWorker::create(*g, keys, o);
@@ -258,8 +282,14 @@ TEST(PsErrors, ServerDeathIsReportedToEveryone) {
     Status st = (*w)->wait(*h, kTimeout);
     EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
     EXPECT_TRUE(has(st, "server rank 1 failed")) << st.to_string();
+    all_done = ++done == 2;
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(How, PsDeath, ::testing::Values(Death::kClose, Death::kFreeze),
+                         [](const auto& tp) {
+                           return tp.param == Death::kClose ? "Close" : "Freeze";
+                         });
 
 }  // namespace
 }  // namespace gw::ps_test
