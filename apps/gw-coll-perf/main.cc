@@ -142,11 +142,11 @@ int spawn_local(int argc, char** argv, const Options& opt) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--ranks") {
+    if (a == "--ranks" || a == "-t" || a == "--transport") {  // --transport is re-added below
       ++i;
       continue;
     }
-    if (a.rfind("--ranks=", 0) == 0) continue;
+    if (a.rfind("--ranks=", 0) == 0 || a.rfind("--transport=", 0) == 0) continue;
     args.push_back(argv[i]);
   }
   std::string spec = opt.transport.empty() ? "tcp:iface=lo" : opt.transport;

@@ -12,6 +12,7 @@ namespace gw::drv::dpdk {
 namespace {
 
 constexpr int kMaxBackoff = 16;
+constexpr uint32_t kRetxBurst = 16;  // packets resent when the retransmission timer fires
 
 void no_free(void*, void*) {}  // the caller owns the memory; the send completes on its ack
 
@@ -183,11 +184,12 @@ void DpdkEndpoint::complete_sends() {
 }
 
 // One retransmission timer per connection, as TCP has: it runs from the later of the oldest
-// packet's (re)transmission and the last ack that moved snd_una_. On expiry only that oldest
-// packet is resent (it doubles as a window probe); holes behind it are fast-retransmitted once
-// its ack brings selective acks. Timing every packet on its own instead made a peer that was
-// merely descheduled for longer than the RTO trigger a flood of duplicate retransmissions,
-// and every packet sent before the pause timed out again right after the first ack.
+// packet's (re)transmission and the last ack that moved snd_una_. On expiry the first
+// kRetxBurst packets not selectively acknowledged are resent (the first doubles as a window
+// probe); holes further on are fast-retransmitted as the acks of those bring selective acks.
+// Timing every packet on its own instead made a peer that was merely descheduled for longer
+// than the RTO trigger a flood of duplicate retransmissions, and every packet sent before the
+// pause timed out again right after the first ack.
 void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
   if (snd_una_ == snd_nxt_) return;
   const uint64_t rto = std::min(rto_ << backoff_, t_->opts().rto_max_ns);
@@ -195,8 +197,12 @@ void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
   if (now - std::max(head.sent, last_advance_) < rto) return;
   ++t_->counters_.timeouts;
   if (backoff_ < kMaxBackoff) ++backoff_;
-  for (uint32_t s = snd_una_; s != snd_nxt_; ++s) inflight_[s & mask_].fast = false;
-  transmit(snd_una_);
+  uint32_t sent = 0;
+  for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {
+    TxPkt& p = inflight_[s & mask_];
+    p.fast = false;
+    if (sent < kRetxBurst && (s == snd_una_ || !p.sacked) && transmit(s)) ++sent;
+  }
 }
 
 void DpdkEndpoint::timers(uint64_t now) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -20,6 +21,13 @@
 
 namespace gw::drv::dpdk {
 namespace {
+
+// The rank a launcher gave this process (gradwire's, torchrun, Open MPI, Slurm); 0 if none.
+int launcher_rank() {
+  for (const char* v : {"GW_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return 0;
+}
 
 Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) {
   return DpdkTransport::open(cfg);
@@ -53,7 +61,9 @@ GW_REGISTER_DRIVER(
     {"dpdk.vdev", ConfigType::kString, "",
      "virtual device with its arguments, ';' between them, e.g. "
      "net_memif0;role=server;socket=/run/gw.sock or net_af_packet0;iface=veth0"},
-    {"dpdk.role", ConfigType::kString, "", "memif role appended to dpdk.vdev (server|client)"},
+    {"dpdk.role", ConfigType::kString, "",
+     "memif role appended to dpdk.vdev (server|client|auto: server on launcher rank 0, client "
+     "elsewhere; for two-rank memif runs such as gw-coll-perf --ranks 2)"},
     {"dpdk.socket", ConfigType::kString, "", "memif socket path appended to dpdk.vdev"},
     {"dpdk.iface", ConfigType::kString, "", "af_packet interface appended to dpdk.vdev"},
     {"dpdk.ring", ConfigType::kString, "",
@@ -123,13 +133,17 @@ Status DpdkTransport::init(const Config& cfg) {
   for (auto [key, arg] : {std::pair{"dpdk.role", "role"}, std::pair{"dpdk.socket", "socket"},
                           std::pair{"dpdk.iface", "iface"}}) {
     std::string v = gets(key);
+    if (v == "auto" && std::string(arg) == "role") v = launcher_rank() == 0 ? "server" : "client";
     if (!v.empty()) po.vdev += std::string(";") + arg + "=" + v;
   }
   if (po.vdev.find("net_memif") == 0 && po.vdev.find("socket-abstract") == std::string::npos &&
       po.vdev.find("socket=") != std::string::npos)
     po.vdev += ";socket-abstract=no";  // a path in the file system, as the user wrote it
+  // Device rings with room for a whole window (1024 packets) plus its acks.
   if (po.vdev.find("net_memif") == 0 && po.vdev.find("rsize=") == std::string::npos)
-    po.vdev += ";rsize=11";  // 2048 slots per ring: room for a whole window plus its acks
+    po.vdev += ";rsize=11";
+  if (po.vdev.find("net_af_packet") == 0 && po.vdev.find("framecnt=") == std::string::npos)
+    po.vdev += ";framecnt=2048";
   po.ring_bus = gets("dpdk.ring");
   po.device = gets("dpdk.device");
   if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
