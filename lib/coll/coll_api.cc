@@ -20,6 +20,8 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
                                               std::to_string(count) + " " + dtype_name(dt) +
                                               " elements with a null buffer");
   }
+  if (count > 0 && (coll::is_device_buffer(send) || coll::is_device_buffer(recv)))
+    return coll::device_unsupported(what);
   return Status();
 }
 
@@ -28,9 +30,9 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
 Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
                                                  DataType dt, ReduceOp op,
                                                  const CallOptions& call) {
-  GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv));
   if (coll::is_device_buffer(recv))  // GPU memory: lib/coll/coll_device_ring.cc
     return coll::device_allreduce_async(*impl_, send, recv, count, dt, op, call);
+  GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv));
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, count, call));
   o->in = static_cast<const uint8_t*>(send);
   o->work = o->out = static_cast<uint8_t*>(recv);

@@ -20,4 +20,11 @@ Status device_reduce_status() {
 
 bool is_device_buffer(const void* p) { return memory_kind_of(p) == MemKind::kCudaDevice; }
 
+Status device_unsupported(const char* what) {
+  return Status(Code::kNotSupported,
+                std::string("coll: ") + what +
+                    " of CUDA device buffers is not supported yet (allreduce with the result on "
+                    "the device is); copy to host or pinned memory first");
+}
+
 }  // namespace gw::coll

@@ -28,6 +28,9 @@ Status device_reduce_status();
 /// Whether `p` is device memory (false without a usable GPU).
 bool is_device_buffer(const void* p);
 
+/// NotSupported for `what` (a collective other than allreduce) on device buffers.
+Status device_unsupported(const char* what);
+
 /// Allreduce of device buffers (send and recv both device memory; send == recv in place):
 /// a pipelined ring with the device reducer, run to completion before it returns the handle
 /// (wait() then returns its status at once). Other collectives in flight keep progressing.

@@ -285,6 +285,8 @@ Status DeviceRing::run(const void* send, void* recv) {
 Result<CollHandle> device_allreduce_async(Communicator::Impl& im, const void* send, void* recv,
                                           size_t count, DataType dt, ReduceOp op,
                                           const CallOptions& call) {
+  if (count > 0 && send == nullptr)
+    return Status(Code::kInvalidArgument, "coll: allreduce of device memory from a null buffer");
   GW_ASSIGN_OR_RETURN(Task * t, im.begin(Kind::kAllreduce, dt, op, count, call));
   CollHandle h{static_cast<uint32_t>(im.slot_of(*t)), t->gen};
   Status st = DeviceRing(im, *t).run(send, recv);

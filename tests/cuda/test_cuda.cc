@@ -174,6 +174,16 @@ TEST_P(DeviceAllreduce, MatchesFloat64ReferenceOnEveryRank) {
     EXPECT_EQ(results[static_cast<size_t>(r)], results[0]) << "rank " << r << " differs from 0";
 }
 
+TEST(DeviceCollectives, OthersSayNotSupported) {
+  GW_REQUIRE_GPU();
+  coll_test::run_ranks(2, coll_test::small_chunks(), [&](int, auto& rk) {
+    DevMem a(ops(), 4096), b(ops(), 8192);
+    Status st = rk->comm->allgather(a.get(), b.get(), 1024, DataType::kFloat32);
+    EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
+    EXPECT_TRUE(rk->comm->status().ok()) << "a refused call does not break the communicator";
+  });
+}
+
 std::vector<AllreduceCase> allreduce_cases() {
   std::vector<AllreduceCase> v;
   for (int n : {2, 3, 4})
