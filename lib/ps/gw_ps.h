@@ -116,8 +116,12 @@ class PsWorker {
   /// transport's dead-peer timeout (dpdk.peer_timeout_ms) calls this now and then, or its
   /// peers take it for dead. @return the worker's sticky error.
   Status progress();
-  /// Wait for everything in flight, then tell every rank this worker is done. After finish()
-  /// only destruction is allowed. @return the first error, Timeout.
+  /// Wait for everything in flight, tell every rank this worker is done, and wait until every
+  /// other rank is done too (a closing barrier: afterwards nothing is in flight to this rank,
+  /// so it may stop polling and be destroyed at once). After finish() only destruction is
+  /// allowed; do not poll the Group's transport once the PsWorker is destroyed (its posted
+  /// receives stay with the transport). @return the first error (a peer that failed during
+  /// the barrier: RemoteError), Timeout (naming the ranks not finished).
   Status finish(Nanos timeout);
 
   /// This worker's clock on `key` (pushes made); -1 for an unknown key.
@@ -158,8 +162,9 @@ class PsServer {
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;
 
-  /// Serve until every worker has finished (OK), a peer fails (RemoteError naming it), or
-  /// `timeout` passes (Timeout naming the workers still running).
+  /// Serve until every worker has finished and every other server is done (OK; the same
+  /// closing barrier as PsWorker::finish), a peer fails (RemoteError naming it), or `timeout`
+  /// passes (Timeout naming the workers still running).
   Status serve(Nanos timeout);
 
   const PsServerStats& stats() const;
