@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kMaxBackoff = 16;
 constexpr uint32_t kRetxBurst = 16;  // packets resent when the retransmission timer fires
+constexpr uint64_t kFastAgainSlackNs = 100'000;
 
 void no_free(void*, void*) {}  // the caller owns the memory; the send completes on its ack
 
@@ -141,8 +142,13 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
   }
   const int32_t adv = seq_diff(h.ack, snd_una_);
   if (adv > 0 && seq_diff(h.ack, snd_nxt_) <= 0) {
+    // Karn: no sample when a retransmission is among the newly acknowledged packets. Its
+    // ack also covers packets held behind the hole it filled, sent long before: their age is
+    // the loss recovery, not the round trip (it drove the RTO to its 200 ms cap at 5 % loss).
+    bool resent = false;
+    for (uint32_t s = snd_una_; s != h.ack && !resent; ++s) resent = inflight_[s & mask_].tries > 1;
     const TxPkt& last = inflight_[(h.ack - 1) & mask_];
-    if (last.tries == 1) rtt_sample(t_->now() - last.sent);
+    if (!resent) rtt_sample(t_->now() - last.sent);
     snd_una_ = h.ack;
     backoff_ = 0;
     last_advance_ = t_->now();
@@ -158,12 +164,15 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     highest = s;
   }
   // Fast retransmit: a hole with at least three held packets after it was lost, not late.
+  // A hole already resent this way is resent again once that copy had two round trips to
+  // be acknowledged (it was lost too), instead of waiting for the retransmission timer.
+  const uint64_t now = t_->now(), again = 2 * srtt_ + kFastAgainSlackNs;
   int after = 0;
   for (uint32_t s = highest; seq_diff(s, snd_una_) >= 0; --s) {
     TxPkt& p = inflight_[s & mask_];
     if (p.sacked) {
       ++after;
-    } else if (after >= 3 && !p.fast) {
+    } else if (after >= 3 && (!p.fast || now - p.sent >= again)) {
       p.fast = true;
       ++t_->counters_.fast_retransmits;
       if (!transmit(s)) break;
