@@ -31,9 +31,14 @@ struct Options {
 Result<uint64_t> parse_size(const std::string& t) {
   size_t i = 0;
   uint64_t v = 0;
-  for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) v = v * 10 + static_cast<uint64_t>(t[i] - '0');
+  for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i)
+    v = v * 10 + static_cast<uint64_t>(t[i] - '0');
   const std::string s = t.substr(i);
-  int shift = s.empty() ? 0 : s == "K" || s == "k" ? 10 : s == "M" || s == "m" ? 20 : s == "G" ? 30 : -1;
+  int shift = s.empty()              ? 0
+              : s == "K" || s == "k" ? 10
+              : s == "M" || s == "m" ? 20
+              : s == "G"             ? 30
+                                     : -1;
   if (i == 0 || shift < 0 || v == 0 || (v << shift) % 4) {
     return Status(Code::kInvalidArgument, "bad size '" + t + "' (e.g. 4K, 1M; a multiple of 4)");
   }
@@ -51,7 +56,8 @@ Result<double> time_iters(const Options& o, F&& step) {
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     const auto t0 = Clock::now();
     GW_RETURN_IF_ERROR(step(i));
-    if (i >= o.warmup) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (i >= o.warmup)
+      t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   return median(t);
 }
@@ -166,8 +172,10 @@ int run(const Options& o, const Launched& l) {
     const double bytes = static_cast<double>(keys[i].count * 4);
     const double r = i < ring_us.size() ? ring_us[i] : 0;
     std::printf("%12.0f %12.1f %12.3f %12.1f %12.3f %10.2f\n", bytes, ps_us[i],
-                bytes / ps_us[i] / 1e3, r, r > 0 ? bytes / r / 1e3 : 0.0, r > 0 ? ps_us[i] / r : 0.0);
-    if (csv) csv << bytes << ',' << o.servers << ',' << workers << ',' << ps_us[i] << ',' << r << '\n';
+                bytes / ps_us[i] / 1e3, r, r > 0 ? bytes / r / 1e3 : 0.0,
+                r > 0 ? ps_us[i] / r : 0.0);
+    if (csv)
+      csv << bytes << ',' << o.servers << ',' << workers << ',' << ps_us[i] << ',' << r << '\n';
   }
   return 0;
 }

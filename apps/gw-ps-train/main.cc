@@ -119,7 +119,8 @@ Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& 
     // The gradient buffers are registered: compute in place, then push from them.
     std::vector<std::vector<float>> tmp;
     m.gradient(params, data, rows, tmp);
-    for (size_t k = 0; k < keys.size(); ++k) std::copy(tmp[k].begin(), tmp[k].end(), grads[k].begin());
+    for (size_t k = 0; k < keys.size(); ++k)
+      std::copy(tmp[k].begin(), tmp[k].end(), grads[k].begin());
     for (size_t k = 0; k < keys.size(); ++k) {
       GW_ASSIGN_OR_RETURN(hs[k], w->push(keys[k].key, grads[k], &gmr[k]));
     }

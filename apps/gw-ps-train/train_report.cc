@@ -33,7 +33,8 @@ double tick_step(double span, int n) {
 
 std::string escape(const std::string& s) {
   std::string o;
-  for (char c : s) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  for (char c : s)
+    o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
   return o;
 }
 
@@ -102,7 +103,8 @@ Status write_svg(const std::string& path, const std::vector<Series>& runs,
     const bool dashed = runs[i].label.find("straggler") != std::string::npos;
     f << "<polyline fill=\"none\" stroke=\"" << c << "\" stroke-width=\"2\""
       << (dashed ? " stroke-dasharray=\"6,3\"" : "") << " points=\"";
-    for (const auto& p : runs[i].pts) f << fmt("%.1f", X(p.wall_s)) << ',' << fmt("%.1f", Y(p.loss)) << ' ';
+    for (const auto& p : runs[i].pts)
+      f << fmt("%.1f", X(p.wall_s)) << ',' << fmt("%.1f", Y(p.loss)) << ' ';
     f << "\"/>\n";
     const double ly = t + 14 + 20.0 * static_cast<double>(i);
     f << "<line x1=\"" << W - r + 12 << "\" y1=\"" << ly << "\" x2=\"" << W - r + 42 << "\" y2=\""

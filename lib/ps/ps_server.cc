@@ -53,7 +53,8 @@ Status PsServer::Impl::setup(const PsInit& init) {
   GW_RETURN_IF_ERROR(stage_.alloc(t_, bytes * slots_, "push staging"));
   for (Part& p : parts_) {
     const PsPart& lp = layout_.parts()[p.id];
-    if (init) init(layout_.keys()[lp.key_index].key, lp.offset, {params_.floats() + p.off, p.count});
+    if (init)
+      init(layout_.keys()[lp.key_index].key, lp.offset, {params_.floats() + p.off, p.count});
   }
   log_->debug("{}: {} parts, {} elements, {} staging slot(s) per part, mode {}, updater {}", me_,
               parts_.size(), elems, slots_, consistency_name(s_.o.mode), upd_->name());
@@ -133,7 +134,8 @@ Status PsServer::Impl::check_tables() {
       for (int r = s_.o.servers; r < g_.size(); ++r)
         if (!got[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return Status(Code::kTimeout, me_ + ": no key table from worker rank(s) " + missing +
-                                        " within " + std::to_string(s_.o.timeout.count() / 1000000) +
+                                        " within " +
+                                        std::to_string(s_.o.timeout.count() / 1000000) +
                                         " ms; are they running PsWorker::create?");
     }
     GW_ASSIGN_OR_RETURN(size_t n, next(c, dl.remaining()));

@@ -128,7 +128,8 @@ void PsWorker::Impl::on_ctrl(int peer, const CtrlMsg& m, size_t) {
   }
   if (m.type != static_cast<uint8_t>(MsgType::kError)) return;
   auto code = static_cast<Code>(m.code);
-  if (code == Code::kOk || m.code > static_cast<uint8_t>(Code::kInternal)) code = Code::kRemoteError;
+  if (code == Code::kOk || m.code > static_cast<uint8_t>(Code::kInternal))
+    code = Code::kRemoteError;
   Status st(code, std::string(m.text_view()));
   if (m.slot < reqs_.size() && reqs_[m.slot].used && reqs_[m.slot].gen == m.gen) {
     Req& r = reqs_[m.slot];

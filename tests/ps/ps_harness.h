@@ -48,8 +48,9 @@ inline int max_ranks() {
   GTEST_SKIP() << (n) << " ranks exceed GW_TEST_PS_MAX_RANKS=" << ::gw::ps_test::max_ranks() \
                << " for " << ::gw::ps_test::transport_spec()
 
-/// Wait until pred() holds (or `timeout`), keeping g's transport polled: completions stay
-/// queued for the PS calls that follow. @return whether pred() held.
+/// Wait until pred() holds (or `timeout`), keeping g's transport polled (if g is not null):
+/// completions stay queued for the PS calls that follow. Pass null once the rank's PS object
+/// is gone. @return whether pred() held.
 template <class Pred>
 bool idle_until(Group* g, Pred pred, Nanos timeout = kTimeout) {
   Deadline dl(timeout);

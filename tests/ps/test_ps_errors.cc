@@ -56,7 +56,8 @@ void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec
       st = PsWorker::create(*g, bad_keys, bad_opts).status();
     }
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << "rank " << rank << ": " << st.to_string();
-    for (const auto& w : words) EXPECT_TRUE(has(st, w)) << "rank " << rank << ": " << st.to_string();
+    for (const auto& w : words)
+      EXPECT_TRUE(has(st, w)) << "rank " << rank << ": " << st.to_string();
     // run_ranks keeps every group until all ranks have their answer.
   });
 }
