@@ -4,6 +4,7 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_ether.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <sched.h>
@@ -98,7 +99,7 @@ Status eal_init(const Config& cfg) {
   return g_status;
 }
 
-Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs) {
+Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs, int mtu) {
   std::lock_guard<std::mutex> lock(g_mu);
   Bus& b = buses()[bus];
   if (b.id.empty()) b.id = "gwb" + std::to_string(buses().size()) + "_";
@@ -110,14 +111,23 @@ Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs) {
   // others spinning through their time slices (lock-waiter preemption), and with 5 ranks on 2
   // cores progress collapses until peers time out. RTS ("relaxed tail sync") rings let the
   // others finish without waiting for it.
-  static rte_mempool* pool = nullptr;
+  // Jumbo MTUs get a pool of their own with mbufs that hold a whole frame (and a quarter as
+  // many of them).
+  static std::map<uint32_t, rte_mempool*> pools;
+  const bool jumbo = mtu > RTE_ETHER_MTU;
+  const uint32_t room = jumbo ? RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN +
+                                   static_cast<uint32_t>(mtu)
+                              : RTE_MBUF_DEFAULT_BUF_SIZE;
+  const unsigned count = static_cast<unsigned>(mbufs) * (jumbo ? 1 : 4);
+  rte_mempool*& pool = pools[room];
   if (!pool) {
-    pool = rte_pktmbuf_pool_create_by_ops("gwb_pool", static_cast<unsigned>(mbufs) * 4, 256, 0,
-                                          RTE_MBUF_DEFAULT_BUF_SIZE, 0, "ring_mt_rts");
+    pool = rte_pktmbuf_pool_create_by_ops(("gwb_pool" + std::to_string(room)).c_str(), count,
+                                          256, 0, static_cast<uint16_t>(room), 0, "ring_mt_rts");
     if (!pool) {
       return Status(Code::kResourceExhausted,
-                    "dpdk: mempool of " + std::to_string(mbufs * 4) + " mbufs for ring bus '" +
-                        bus + "': " + rte_strerror(rte_errno) + " (raise dpdk.memory_mb)");
+                    "dpdk: mempool of " + std::to_string(count) + " mbufs of " +
+                        std::to_string(room) + " B for ring bus '" + bus +
+                        "': " + rte_strerror(rte_errno) + " (raise dpdk.memory_mb)");
     }
   }
   b.pool = pool;

@@ -37,7 +37,8 @@ struct RingSlot {
 
 /// Take a free slot on `bus` (creating its rings and a pool of `mbufs` on first use).
 /// @return ResourceExhausted when all kRingBusMax slots are taken or memory is short.
-Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs);
+/// `mtu` > 1500 takes mbufs from a pool whose mbufs hold a frame of that MTU.
+Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs, int mtu);
 /// The receive ring of slot `index` on `bus` (null if none): tests inject frames here.
 rte_ring* ring_bus_rx(const std::string& bus, int index);
 /// Give the slot back; the rings stay for the life of the process.

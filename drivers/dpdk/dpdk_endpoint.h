@@ -72,6 +72,8 @@ class DpdkEndpoint final : public Endpoint {
   uint32_t conn() const { return conn_; }
   uint32_t remote_conn() const { return remote_conn_; }
   uint64_t key() const { return key_; }
+  uint32_t rcv_nxt() const { return rcv_nxt_; }        ///< for tests that craft frames
+  uint32_t next_match() const { return next_match_; }  ///< for tests that craft frames
   bool active() const { return active_; }
   uint64_t last_rx_ = 0;
   uint8_t hdr_template_[kEthLen + kIpLen + kUdpLen] = {};

@@ -17,6 +17,7 @@ namespace gw::drv::dpdk {
 namespace {
 
 std::atomic<int> g_serial{0};
+constexpr int kMaxJumbo = 9000;  // larger frames buy nothing and need huge mbufs
 
 Status eth_error(const std::string& what, const std::string& port, int rc) {
   return Status(Code::kSystemError, "dpdk: " + what + " on port " + port + " failed: " +
@@ -40,7 +41,7 @@ uint32_t Port::speed_mbps() const {
 Status Port::setup(const PortOptions& o) {
   const int serial = g_serial++;
   if (!o.ring_bus.empty()) {
-    GW_ASSIGN_OR_RETURN(ring_, ring_bus_join(o.ring_bus, o.mbufs));
+    GW_ASSIGN_OR_RETURN(ring_, ring_bus_join(o.ring_bus, o.mbufs, std::min(o.mtu, kMaxJumbo)));
     bus_ = o.ring_bus;
     name_ = "net_ring_gw" + std::to_string(serial);
     ntx_ = kRingBusMax;
@@ -95,18 +96,25 @@ Status Port::setup(const PortOptions& o) {
   multi_seg_ = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   rte_eth_conf conf{};
   if (multi_seg_) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-  if (o.mtu > 0) {
+  int mtu = std::min(o.mtu, kMaxJumbo);
+  if (mtu > static_cast<int>(info.max_mtu)) {
+    log::get("gw.drv.dpdk")->warn("dpdk: port {} ({}) takes an MTU of at most {}, not {}; "
+                                  "using {}", name_, driver_, info.max_mtu, mtu, info.max_mtu);
+    mtu = info.max_mtu;
+  }
+  if (mtu > 0) {
     if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER)
       conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
-    conf.rxmode.mtu = static_cast<uint32_t>(o.mtu);
+    conf.rxmode.mtu = static_cast<uint32_t>(mtu);
   }
   ntx_ = std::min<int>(ntx_, std::max<int>(1, info.max_tx_queues));
   if (int rc = rte_eth_dev_configure(id_, 1, static_cast<uint16_t>(ntx_), &conf); rc != 0)
     return eth_error("rte_eth_dev_configure", name_, rc);
-  if (o.mtu > 0) {
-    if (int rc = rte_eth_dev_set_mtu(id_, static_cast<uint16_t>(o.mtu)); rc != 0) {
+  if (mtu > 0) {
+    int rc = rte_eth_dev_set_mtu(id_, static_cast<uint16_t>(mtu));
+    if (rc != 0 && rc != -ENOTSUP) {  // ring ports: the MTU of rte_eth_dev_configure stands
       log::get("gw.drv.dpdk")->warn("dpdk: port {} refused MTU {}: {}; using its own",
-                                    name_, o.mtu, rte_strerror(-rc));
+                                    name_, mtu, rte_strerror(-rc));
     }
   }
   if (rte_eth_dev_get_mtu(id_, &mtu_) != 0) mtu_ = 1500;

@@ -22,6 +22,7 @@ using conformance::TransportCase;
 using drv::dpdk::DpdkEndpoint;
 using drv::dpdk::WireHdr;
 
+constexpr Nanos kMinute = std::chrono::seconds(60);
 const std::vector<size_t> kSmallSizes = {0, 1, 1407, 1408, 1409, 65536, (1 << 20) + 3};
 
 void pair_plan(const std::string& spec, const std::vector<size_t>& sizes, int reps) {
@@ -52,6 +53,23 @@ TEST(DpdkRing, ThreeRanksEveryPair) {
         EXPECT_TRUE(finish(g, p, std::chrono::seconds(60)).ok());
       }
     }
+  });
+}
+
+// A jumbo MTU on the ring bus: segments of up to 8908 payload bytes (9000 - IPv4 - UDP -
+// gradwire header), checked byte by byte, and fewer packets than a 1500-byte MTU would need.
+TEST(DpdkRing, JumboMtuMovesMessagesBitExact) {
+  const std::vector<size_t> sizes = {8907, 8908, 8909, 3 * 8908 + 1, (1 << 20) + 3};
+  size_t std_pkts = 0;
+  for (size_t n : sizes) std_pkts += (n + 1407) / 1408;
+  TransportCase c{"jumbo", "dpdk", "dpdk:ring=jumbo,mtu=9000"};
+  conformance::run_ranks(c, 2, [&](Group& g) {
+    Status st = run_plan(g, 1 - g.rank(), sizes, 1, std::chrono::seconds(120));
+    EXPECT_TRUE(st.ok()) << "rank " << g.rank() << ": " << st.to_string();
+    auto s = g.transport().stats();
+    EXPECT_TRUE(finish(g, 1 - g.rank(), std::chrono::seconds(60)).ok());
+    EXPECT_LT(s["pkts_sent"], std_pkts) << "rank " << g.rank() << ": segments are not jumbo";
+    EXPECT_EQ(s["tx_alloc_fail"], 0u) << "rank " << g.rank();
   });
 }
 
@@ -140,6 +158,24 @@ uint64_t dropped(std::map<std::string, uint64_t> s) {
          s["bad_header"] + s["dup_pkts"] + s["window_drops"] + s["bad_segment"];
 }
 
+// A data header from rank 1 to `ep` (rank 0's endpoint), lengths and numbers left to the test.
+WireHdr data_hdr(const DpdkEndpoint& ep) {
+  WireHdr h{};
+  h.magic = drv::dpdk::kMagic;
+  h.version = drv::dpdk::kVersion;
+  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kData);
+  h.dst_conn = ep.conn();
+  h.src_conn = ep.remote_conn();
+  return h;
+}
+
+// A few messages both ways between ranks 0 (`a`) and 1 (`b`).
+void exchange_some(Group& a, Group& b) {
+  std::thread tb([&] { EXPECT_TRUE(run_plan(b, 0, {10, 20, 3000}, 1, kMinute).ok()); });
+  EXPECT_TRUE(run_plan(a, 1, {10, 20, 3000}, 1, kMinute).ok());
+  tb.join();
+}
+
 void drive(Group& g, int polls) {
   Completion c[16];
   for (int i = 0; i < polls; ++i) (void)g.transport().cq().poll(c);
@@ -152,21 +188,13 @@ TEST(DpdkRing, BadFramesAreDroppedAndCounted) {
   Group& a = *gs[0];
   Group& b = *gs[1];
   // Some traffic first, so rank 0 has consumed packets an old sequence number can replay.
-  std::thread tb([&] { EXPECT_TRUE(run_plan(b, 0, {10, 20, 3000}, 1, std::chrono::seconds(60)).ok()); });
-  ASSERT_TRUE(run_plan(a, 1, {10, 20, 3000}, 1, std::chrono::seconds(60)).ok());
-  tb.join();
-
+  exchange_some(a, b);
   Side sa = side_of(a.transport()), sb = side_of(b.transport());
   auto* ea = dynamic_cast<DpdkEndpoint*>(&a.endpoint(1));
   ASSERT_NE(ea, nullptr);
   Injector inj(drv::dpdk::ring_bus_rx("junk", sa.ring));
   ASSERT_TRUE(inj.ok());
-  WireHdr good{};
-  good.magic = drv::dpdk::kMagic;
-  good.version = drv::dpdk::kVersion;
-  good.type = static_cast<uint8_t>(drv::dpdk::PktType::kData);
-  good.dst_conn = ea->conn();
-  good.src_conn = ea->remote_conn();
+  WireHdr good = data_hdr(*ea);
   good.seq = 0;  // long consumed: a replay
   good.msg_len = 64;
   good.seg_len = 64;
@@ -278,6 +306,88 @@ TEST(DpdkRing, SilentPeerFailsPendingReceiveWithin2s) {
   EXPECT_TRUE(failed);
   EXPECT_LE(ms, 2000) << "dead peer seen after " << ms << " ms";
   std::printf("silent peer seen after %ld ms\n", static_cast<long>(ms));
+}
+
+// More malformed input (issue item 8): each dropped and counted under its reason; then a
+// message longer than the posted receive fails that receive without a byte written past it.
+TEST(DpdkRing, MoreBadFramesAndAnOversizeMessage) {
+  TransportCase c{"junk2", "dpdk", "dpdk:ring=junk2,max_message_bytes=1048576"};
+  auto gs = conformance::make_groups(c, 2);
+  ASSERT_EQ(gs.size(), 2u);
+  Group& a = *gs[0];
+  Group& b = *gs[1];
+  exchange_some(a, b);
+  auto* ea = dynamic_cast<DpdkEndpoint*>(&a.endpoint(1));
+  ASSERT_NE(ea, nullptr);
+  Side sa = side_of(a.transport()), sb = side_of(b.transport());
+  Injector inj(drv::dpdk::ring_bus_rx("junk2", sa.ring));
+  ASSERT_TRUE(inj.ok());
+  WireHdr good = data_hdr(*ea);
+  good.seq = ea->rcv_nxt();
+  good.msg_id = ea->next_match();
+  good.tag = 77;
+  good.msg_len = 64;
+  good.seg_len = 64;
+  const std::vector<uint8_t> pay(64, 0xEE);
+  auto before = a.transport().stats();
+
+  WireHdr h = good;
+  h.type = 9;
+  inj.send(frame(sb, sa, h, pay));  // unknown packet type
+  h = good;
+  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kAck);
+  inj.send(frame(sb, sa, h, pay));  // control packet with payload
+  h = good;
+  h.msg_len = 2u << 20;
+  inj.send(frame(sb, sa, h, pay));  // message beyond dpdk.max_message_bytes
+  h = good;
+  h.seg_len = 0;
+  inj.send(frame(sb, sa, h, {}));  // empty segment of a non-empty message
+  auto f = frame(sb, sa, good, pay);
+  reinterpret_cast<rte_ether_hdr*>(f.data())->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+  inj.send(f);  // not IPv4
+  f = frame(sb, sa, good, pay);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + drv::dpdk::kEthLen);
+  ip->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG);
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  inj.send(f);  // an IPv4 fragment
+  f = frame(sb, sa, good, pay);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(f.data() + drv::dpdk::kEthLen + drv::dpdk::kIpLen);
+  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(rte_be_to_cpu_16(udp->dgram_len) - 8));
+  inj.send(f);  // UDP length disagrees with the IP length
+  drive(a, 50);
+  auto mid = a.transport().stats();
+  EXPECT_EQ(mid["bad_header"] - before["bad_header"], 4u);
+  EXPECT_EQ(mid["not_for_us"] - before["not_for_us"], 1u);
+  EXPECT_EQ(mid["bad_frames"] - before["bad_frames"], 2u);
+  EXPECT_EQ(mid["msgs_received"], before["msgs_received"]);
+  EXPECT_TRUE(a.endpoint(1).status().ok()) << a.endpoint(1).status().to_string();
+
+  // The next message in order claims 64 bytes; the posted receive holds 16 (guard after).
+  std::vector<uint8_t> buf(64, 0x5A);
+  RecvRequest r{};
+  r.buf = buf.data();
+  r.len = 16;
+  r.tag = 77;
+  r.wr_id = 4242;
+  auto posted = a.endpoint(1).post_recv({&r, 1});
+  ASSERT_TRUE(posted.ok()) << posted.status().to_string();
+  ASSERT_EQ(*posted, 1u);
+  inj.send(frame(sb, sa, good, pay));
+  Completion comp[8];
+  bool done = false;
+  for (int i = 0; i < 200 && !done; ++i) {
+    auto n = a.transport().cq().poll(comp);
+    for (size_t k = 0; n.ok() && k < *n; ++k) {
+      if (comp[k].wr_id != 4242) continue;
+      done = true;
+      EXPECT_EQ(comp[k].code, Code::kInvalidArgument);
+    }
+  }
+  EXPECT_TRUE(done) << "the too-small receive did not complete";
+  for (size_t i = 16; i < buf.size(); ++i) ASSERT_EQ(buf[i], 0x5A) << "byte " << i << " written";
+  EXPECT_EQ(a.transport().stats()["truncated_recvs"] - before["truncated_recvs"], 1u);
 }
 
 }  // namespace
