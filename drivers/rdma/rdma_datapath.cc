@@ -104,6 +104,14 @@ bool RdmaEndpoint::on_write_imm(uint32_t imm) {
     return false;
   }
   RndvRecv& rv = rndv_[r];
+  if (rv.adv_recv >= 0) {  // the first stripe of a write into an advertised receive
+    if (recvs_[rv.adv_recv].adv != r) {
+      fail(protocol_error("RDMA WRITE into advertised slot " + std::to_string(r) +
+                          ", which a message already took"));
+      return false;
+    }
+    claim_by_write(r);
+  }
   if (--rv.stripes_left > 0) return true;
   if (rv.bounce) {
     landed(r);
@@ -169,6 +177,10 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
                 h.stripes > sends_[h.id].req.len)) {
       bad = "clear-to-send with a stripe count this connection cannot carry";
     }
+  } else if (h.type == static_cast<uint8_t>(MsgType::kAdv)) {
+    if (payload != 0 || h.len == 0 || h.rkey == 0 || h.stripes < 1 ||
+        h.stripes > lanes_.size() || h.stripes > h.len || h.tag == kAnyTag)
+      bad = "malformed receive advertisement";
   } else {
     bad = "unknown message type";
   }
@@ -183,28 +195,33 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   if (!failed()) repost(slot);
 }
 
+void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey,
+                               uint8_t stripes) {
+  SendSlot& slot = sends_[s];
+  slot.awaiting_cts = false;
+  TxItem it;
+  it.write = true;
+  it.stripes = stripes;
+  it.id = s;
+  it.id2 = rslot;
+  it.len = slot.req.len;
+  it.addr = addr;
+  it.rkey = rkey;
+  const uint64_t per = (it.len + stripes - 1) / stripes;
+  for (uint32_t i = 0; i < stripes; ++i) slot.off[i] = i * per;
+  slot.stripes_left = stripes;
+  if (stripes > 1) ++t_->counters_.striped_sends;
+  txq_.push(it);
+}
+
 void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
   auto type = static_cast<MsgType>(h.type);
   if (type == MsgType::kCts) {
-    SendSlot& s = sends_[h.id];
-    s.awaiting_cts = false;
-    TxItem it;
-    it.write = true;
-    it.stripes = static_cast<uint8_t>(h.stripes);
-    it.id = h.id;
-    it.id2 = h.id2;
-    it.len = s.req.len;
-    it.addr = h.addr;
-    it.rkey = h.rkey;
-    const uint64_t per = (it.len + it.stripes - 1) / it.stripes;
-    for (uint32_t i = 0; i < it.stripes; ++i) s.off[i] = i * per;
-    s.stripes_left = it.stripes;
-    if (it.stripes > 1) ++t_->counters_.striped_sends;
     if (txq_.full()) {
       fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
       return;
     }
-    txq_.push(it);
+    queue_write(h.id, h.id2, h.addr, h.rkey, static_cast<uint8_t>(h.stripes));
     return;
   }
   if (type == MsgType::kReject) {
@@ -212,6 +229,11 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     finish_send(h.id, Code::kOk);  // delivered; the receiver's buffer was too small
     return;
   }
+  if (type == MsgType::kAdv) {
+    on_advert(h);
+    return;
+  }
+  ++matched_;
   // A new message (eager or rendezvous request): match it in posting order.
   int mine = -1;
   for (int i = recvs_.head(); i >= 0; i = recvs_.next(i)) {
@@ -225,6 +247,7 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     deliver(t_->take_any(any), type, h.tag, h.len, payload, h.id);
   } else if (mine >= 0) {
     RecvRequest r = recvs_[mine].req;
+    unadvertise(mine);  // taken the usual way
     recvs_.erase(mine);
     deliver(r, type, h.tag, h.len, payload, h.id);
   } else {

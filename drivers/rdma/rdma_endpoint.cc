@@ -133,6 +133,7 @@ Status RdmaEndpoint::create() {
   recvs_.init(o.max_outstanding);
   txq_.init(6 * size_t{o.max_outstanding} + 16);
   init_posting();
+  init_adverts();
   for (uint32_t i = 0; i < o.recv_depth; ++i) repost(i);
   post_recvs();
   for (uint32_t l = 1; l < lanes_.size(); ++l)
@@ -287,6 +288,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     free_sends_.pop_back();
     slot.used = true;
     it.id = s;
+    if (use_advert(s, r, it.type == MsgType::kRts)) continue;  // written straight in
     txq_.push(it);
   }
   flush();
@@ -309,7 +311,7 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
       take_unexpected(u, r);
       continue;
     }
-    recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+    maybe_advertise(recvs_.push_back(PostedRecv{r, t_->next_post_seq()}));
   }
   flush();
   return n;

@@ -80,6 +80,7 @@ class RdmaEndpoint final : public Endpoint {
   struct PostedRecv {
     RecvRequest req;
     uint64_t post_seq = 0;
+    uint32_t adv = UINT32_MAX;  // rendezvous slot it is advertised in (rdma_advert.cc)
   };
   static constexpr uint32_t kNoSlot = UINT32_MAX;
   struct RndvRecv {
@@ -88,7 +89,8 @@ class RdmaEndpoint final : public Endpoint {
     RegCache::Entry* reg = nullptr;
     uint8_t stripes_left = 0;  // WRITEs with immediate still to come
     bool used = false;
-    bool has_req = true;   // false: pulled unexpectedly, no receive matched yet
+    bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
+    int adv_recv = -1;     // advertised: its entry in recvs_ until a WRITE claims it
     bool discard = false;  // its receive already completed (too small): drop the data
     std::unique_ptr<uint8_t[]> bounce;  // unexpected pull: the data lands here first
     MrPtr bounce_mr;
@@ -116,6 +118,9 @@ class RdmaEndpoint final : public Endpoint {
   bool on_write_imm(uint32_t imm);
   void on_lane_recv(const ibv_wc& wc, uint32_t lane);
   void on_message(const MsgHdr& h, const uint8_t* payload);
+  /// Queues the RDMA WRITEs of send slot `s` into the peer's receive slot `rslot` at
+  /// addr/rkey, striped over `stripes` lanes. The caller checks txq_ room.
+  void queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey, uint8_t stripes);
   /// Stripes (lanes) a rendezvous of `len` bytes is spread over.
   uint8_t stripes_for(uint64_t len) const;
   // --- unexpected rendezvous (rdma_unexpected.cc) ---
@@ -126,6 +131,20 @@ class RdmaEndpoint final : public Endpoint {
   void landed(uint32_t r);
   /// Receive `r` matched a message still being pulled into slot `s`.
   void attach(uint32_t s, const RecvRequest& r);
+  // --- receives advertised ahead (rdma_advert.cc) ---
+  /// Receiver: advertises recvs_[i] to the peer when no earlier receive could take its
+  /// messages, so the sender may write into it without a request/clear-to-send round trip.
+  void init_adverts();
+  void maybe_advertise(int i);
+  /// Receiver: a header claims recvs_[i] the usual way: withdraw its advertisement.
+  void unadvertise(int i);
+  /// Receiver: the first stripe of a direct write into advertised slot `s` arrived.
+  bool claim_by_write(uint32_t s);
+  /// Sender: an advertisement arrived.
+  void on_advert(const MsgHdr& h);
+  /// Sender: send slot `s` may go straight into an advertised receive (queues the write and
+  /// returns true), else it is a normal message (recorded for later advertisements).
+  bool use_advert(uint32_t s, const SendRequest& r, bool rendezvous);
   /// Deliver an arrived message to receive `r` (eager payload or rendezvous request).
   void deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                const uint8_t* payload, uint32_t send_id);
@@ -198,6 +217,25 @@ class RdmaEndpoint final : public Endpoint {
   std::vector<uint32_t> free_rndv_;
   std::deque<Unexpected> unexp_;
   Ring<TxItem> txq_;
+  // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and
+  // advertisements outstanding. Sender side: eager+RTS messages queued so far, the recent ones
+  // (an advertisement made before they arrived is theirs), the usable advertisements.
+  struct Orphan {
+    uint32_t index = 0;
+    uint64_t tag = 0;
+    bool claimed = false;
+  };
+  struct Advert {
+    uint64_t tag = 0, len = 0, addr = 0;
+    uint32_t rkey = 0, slot = 0;
+    uint8_t stripes = 1;
+    bool dead = false;
+  };
+  uint32_t matched_ = 0, adverts_out_ = 0;
+  uint32_t queued_ = 0, orphan_floor_ = 0;
+  bool orphans_lost_ = false;
+  Ring<Orphan> orphans_;
+  Ring<Advert> adverts_;
   friend class RdmaTransport;
 };
 

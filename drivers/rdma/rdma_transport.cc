@@ -45,6 +45,8 @@ GW_REGISTER_DRIVER(
     {"rdma.write_chunk_bytes", ConfigType::kInt, "1048576", "bytes per RDMA WRITE"},
     {"rdma.qps_per_conn", ConfigType::kInt, "1",
      "queue pairs per connection (1..8): rendezvous data is striped over them"},
+    {"rdma.advertise", ConfigType::kBool, "true",
+     "advertise receives posted ahead, so same-sized sends write into them at once"},
     {"rdma.min_stripe_bytes", ConfigType::kInt, "16384",
      "smallest stripe: a message is spread over at most len / this queue pairs"},
     {"rdma.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
@@ -105,6 +107,7 @@ Status RdmaTransport::init(const Config& cfg) {
   opts_.write_chunk = static_cast<uint64_t>(chunk);
   opts_.qps = static_cast<uint32_t>(qps);
   opts_.min_stripe = static_cast<uint64_t>(stripe);
+  opts_.advertise = cfg.get_bool("rdma.advertise").value();
   opts_.qp_timeout = static_cast<uint8_t>(to);
   opts_.retry_cnt = static_cast<uint8_t>(rc);
   opts_.rnr_retry = static_cast<uint8_t>(rnr);
@@ -501,6 +504,14 @@ int RdmaTransport::find_any(uint64_t tag, uint64_t before) const {
   return -1;
 }
 
+bool RdmaTransport::any_may_take(uint64_t tag) const {
+  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
+    const AnyRecv& a = const_cast<SlotList<AnyRecv>&>(any_)[i];
+    if (a.req.tag == kAnyTag || a.req.tag == tag) return true;
+  }
+  return false;
+}
+
 RecvRequest RdmaTransport::take_any(int i) {
   RecvRequest r = any_[i].req;
   any_.erase(i);
@@ -566,6 +577,10 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
           {"cq_events", c.cq_events},             {"endpoints", live},
           {"striped_sends", c.striped_sends},     {"unexpected_pulls", c.unexpected_pulls},
+          {"adverts_sent", c.adverts_sent},       {"adverts_dropped", c.adverts_dropped},
+          {"advert_writes", c.advert_writes},
+          {"advert_writes_received", c.advert_writes_received},
+          {"adverts_received", c.adverts_received},
           {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},
           {"reg_cache_invalidations", regcache_->invalidations()},

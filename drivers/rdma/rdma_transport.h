@@ -45,6 +45,7 @@ struct Options {
   uint64_t write_chunk = 0;
   uint32_t qps = 1;             // queue pairs per connection
   uint64_t min_stripe = 0;      // smallest stripe of a rendezvous message
+  bool advertise = true;        // advertise receives posted ahead (rdma_advert.cc)
   uint64_t unexpected_bytes = 0;
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
@@ -128,6 +129,8 @@ class RdmaTransport final : public Transport {
   /// Earliest any-source receive matching `tag` posted before `before`; -1 if none.
   int find_any(uint64_t tag, uint64_t before) const;
   RecvRequest take_any(int i);
+  /// An any-source receive is posted that a message with `tag` would match.
+  bool any_may_take(uint64_t tag) const;
 
   struct AnyRecv {
     RecvRequest req;
@@ -139,6 +142,8 @@ class RdmaTransport final : public Transport {
     uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
     uint64_t striped_sends = 0, unexpected_pulls = 0;
+    uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
+    uint64_t advert_writes_received = 0, adverts_received = 0;
   } counters_;
   uint64_t unexpected_used_ = 0;
   std::shared_ptr<spdlog::logger> log_;

@@ -45,6 +45,8 @@ enum class MsgType : uint8_t {
   kCts = 3,    ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the
                ///< buffer, stripes = queue pairs to spread the data over
   kReject = 4, ///< the matching receive was too small: id = send slot (message dropped)
+  kAdv = 5,    ///< a receive posted ahead: tag, len, addr/rkey, id2 = receiver's slot,
+               ///< stripes, id = eager+RTS messages the receiver had matched when posting it
 };
 
 /// Header of every SEND on the queue pair.
