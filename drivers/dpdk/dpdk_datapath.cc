@@ -3,6 +3,7 @@
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "dpdk_endpoint.h"
@@ -27,8 +28,12 @@ void DpdkEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Cod
 void DpdkEndpoint::fill_ack(WireHdr* h) {
   h->ack = rcv_nxt_;
   h->wnd = win_;
+  // Only packets up to the highest one received can be held: in order (the usual case) the
+  // bitmap is empty without looking at 64 slots for every packet sent.
   uint64_t sack = 0;
-  for (uint32_t i = 0; i < 64 && i < win_; ++i)
+  const uint32_t span = std::min<uint32_t>({64, win_, static_cast<uint32_t>(std::max<int32_t>(
+                                                          0, seq_diff(rx_high_, rcv_nxt_)))});
+  for (uint32_t i = 0; i < span; ++i)
     if (rx_[(rcv_nxt_ + i) & mask_].present) sack |= uint64_t{1} << i;
   h->sack = sack;
   need_ack_ = false;
@@ -275,6 +280,7 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
     return;
   }
   if (d > 0) ++t_->counters_.out_of_order;
+  if (seq_diff(h.seq + 1, rx_high_) > 0) rx_high_ = h.seq + 1;
   int mi = lookup_msg(h.msg_id);
   if (mi >= 0) {
     const InMsg& im = msgs_[mi];

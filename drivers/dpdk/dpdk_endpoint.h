@@ -151,6 +151,7 @@ class DpdkEndpoint final : public Endpoint {
   // Receive side.
   std::vector<RxSlot> rx_;
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
+  uint32_t rx_high_ = 0;  // one past the highest packet number accepted
   std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message
   SlotList<PostedRecv> recvs_;
   std::vector<InMsg> msgs_;
