@@ -25,6 +25,7 @@ struct Options {
   int root = 0;
   bool in_place = false;
   bool json = false;
+  bool device = false;  ///< buffers in GPU memory (allreduce only)
   int64_t chunk_bytes = 0;
   int64_t rd_max_bytes = -1;
   int timeout_ms = 60000;

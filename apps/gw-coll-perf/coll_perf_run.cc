@@ -9,6 +9,7 @@
 
 #include "coll_perf.h"
 #include "gw_config.h"
+#include "gw_device.h"
 #include "gw_group.h"
 #include "gw_store.h"
 #include "reduce_kernels.h"
@@ -151,6 +152,10 @@ class Bench {
     send_ = alloc(o_.max_bytes + es);
     recv_ = alloc(o_.max_bytes + es);
     if (!send_ || !recv_) return Status(Code::kResourceExhausted, "cannot allocate 2 x -e bytes");
+    if (o_.device) {
+      GW_ASSIGN_OR_RETURN(dsend_, DeviceBuffer::create(o_.max_bytes + es));
+      GW_ASSIGN_OR_RETURN(drecv_, DeviceBuffer::create(o_.max_bytes + es));
+    }
     if (r_ == 0) header();
     for (uint64_t s = o_.min_bytes; s <= o_.max_bytes;
          s = o_.step_bytes
@@ -177,11 +182,24 @@ class Bench {
     return recv_.get();
   }
 
+  // Host buffers are filled and checked; with --device the collective runs on device copies.
+  uint8_t* dev(uint8_t* host) {
+    if (!o_.device) return host;
+    uint8_t* r = recv_.get();
+    if (host >= r && host < r + drecv_.size()) return drecv_.get() + (host - r);
+    return dsend_.get() + (host - send_.get());
+  }
+  Status copy(void* dst, const void* src, size_t n) {
+    GW_ASSIGN_OR_RETURN(DeviceOps * ops, device_ops());
+    GW_RETURN_IF_ERROR(ops->copy_async(dst, src, n, nullptr));
+    return ops->synchronize(nullptr);
+  }
+
   Status start_wait(const Size& s) {
     CallOptions call{.algo = o_.algo, .timeout = Millis(o_.timeout_ms)};
     switch (o_.coll) {
       case Coll::kAllreduce:
-        return c_.allreduce(in_ptr(s), recv_.get(), s.count, o_.dtype, o_.op, call);
+        return c_.allreduce(dev(in_ptr(s)), dev(recv_.get()), s.count, o_.dtype, o_.op, call);
       case Coll::kReduceScatter:
         return c_.reduce_scatter(in_ptr(s), recv_.get(), block(s), o_.dtype, o_.op, call);
       case Coll::kAllgather:
@@ -198,7 +216,10 @@ class Bench {
     const size_t in_count = o_.coll == Coll::kAllgather ? block(s) : s.count;
     uint8_t* in = o_.coll == Coll::kBroadcast ? recv_.get() : in_ptr(s);
     for (size_t i = 0; i < in_count; ++i) store_value(o_.dtype, value(o_, r_, i), in + i * es);
+    if (o_.device) GW_RETURN_IF_ERROR(copy(dev(in), in, in_count * es));
     GW_RETURN_IF_ERROR(start_wait(s));
+    const size_t out_bytes = (o_.coll == Coll::kReduceScatter ? block(s) : s.count) * es;
+    if (o_.device) GW_RETURN_IF_ERROR(copy(recv_.get(), drecv_.get(), out_bytes));
     int64_t wrong = 0;
     const size_t out_count = o_.coll == Coll::kReduceScatter ? block(s) : s.count;
     for (size_t i = 0; i < out_count; ++i) {
@@ -295,6 +316,7 @@ class Bench {
   Communicator& c_;
   int n_, r_;
   Buf send_, recv_;
+  DeviceBuffer dsend_, drecv_;
 };
 
 int fail(int rank, const Status& st) {

@@ -94,6 +94,9 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("--rd-max", o.rd_max_bytes, "auto: rd up to this many bytes (coll.rd_max_bytes)");
   app.add_option("--timeout", o.timeout_ms, "timeout of one collective in ms (default 60000)");
   app.add_flag("--json", o.json, "one JSON object per size instead of the table");
+  app.add_flag("--device", o.device,
+               "buffers in GPU memory (CUDA; allreduce only): inputs are copied in and results "
+               "out around the checked run, never inside the timed loop");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
