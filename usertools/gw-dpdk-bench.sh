@@ -30,15 +30,15 @@ memif() {  # memif specs for server and client, extra device arguments in $1
 # testpmd MODE_SERVER MODE_CLIENT: packets per second that the server side receives (64 B)
 testpmd() {
   port=$((port + 1))  # a fresh EAL file prefix per run: testpmd may crash when its peer leaves
-  local s=/tmp/gw-bench-tp-$$.sock eal="--lcores 0@(0-1),1@(0-1) --no-huge -m 512 --no-pci"
+  local s=/tmp/gw-bench-tp-$$-$port.sock eal="--lcores 0@(0-1),1@(0-1) --no-huge -m 512 --no-pci"
   local app="--nb-cores=1 --total-num-mbufs=16384 --stats-period 2 -a"
   rm -f "$s"
-  timeout $((D + 8)) dpdk-testpmd $eal --file-prefix gwtpa$$-$port \
+  timeout $((D + 14)) dpdk-testpmd $eal --file-prefix gwtpa$$-$port \
     --vdev "net_memif0,role=server,socket=$s,socket-abstract=no" -- --forward-mode="$1" $app \
     > /tmp/gw-bench-tpa-$$.log 2>&1 &
   local srv=$!
   sleep 1.5
-  timeout $((D + 4)) dpdk-testpmd $eal --file-prefix gwtpb$$-$port \
+  timeout $((D + 10)) dpdk-testpmd $eal --file-prefix gwtpb$$-$port \
     --vdev "net_memif0,role=client,socket=$s,socket-abstract=no" -- --forward-mode="$2" $app \
     ${3:-} > /tmp/gw-bench-tpb-$$.log 2>&1 || true
   wait $srv || true

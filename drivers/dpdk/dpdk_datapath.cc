@@ -254,8 +254,9 @@ void DpdkEndpoint::timers(uint64_t now) {
 
 void DpdkEndpoint::on_fin(const WireHdr& h) {
   on_ack(h);  // its final ack: what it consumed before closing
-  fail(Status(Code::kRemoteError, "dpdk: peer " + peer_name_ + " (" + remote_ +
-                                      ") closed the connection"));
+  fail(Status(Code::kRemoteError,
+              "dpdk: peer " + peer_name_ + " (" + remote_ + ") closed the connection"),
+       true);
 }
 
 // --- receive side ---

@@ -97,6 +97,7 @@ DpdkEndpoint::~DpdkEndpoint() {
     send_control(PktType::kFin);
     send_control(PktType::kFin);
     t_->flush_tx();
+    t_->peer_left_open_ = true;
   }
   for (auto& s : rx_) {
     if (s.m) {
@@ -171,11 +172,14 @@ Result<size_t> DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) {
   return n;
 }
 
-void DpdkEndpoint::fail(const Status& st) {
+void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
   if (failed()) return;
   error_ = st;
   ++t_->counters_.endpoint_errors;
-  t_->log_->warn("{}", st.to_string());
+  // A peer that closes with nothing pending here is an orderly shutdown, not worth a warning.
+  const bool idle = sends_.empty() && recvs_.head() < 0 && t_->any_.size() == 0;
+  t_->log_->log(quiet_close && idle ? spdlog::level::debug : spdlog::level::warn, "{}",
+                st.to_string());
   const Code code = st.code();
   while (!sends_.empty()) {
     complete(sends_.front().req.wr_id, sends_.front().req.tag, 0, Op::kSend, code);

@@ -59,7 +59,9 @@ class DpdkEndpoint final : public Endpoint {
   }
   void advance();
   bool failed() const { return !error_.ok(); }
-  void fail(const Status& st);
+  /// Fails every pending request with st's code. `quiet_close`: the peer closed; logged at
+  /// debug level when nothing was pending.
+  void fail(const Status& st, bool quiet_close = false);
   int find_unexpected(uint64_t tag) const;
   uint64_t arrival_of(int m) const { return msgs_[m].arrival; }
   void bind_unexpected(int m, const RecvRequest& r);

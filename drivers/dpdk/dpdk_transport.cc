@@ -29,6 +29,17 @@ int launcher_rank() {
   return 0;
 }
 
+// A memif client whose server has not made its socket yet would start unconnected and may
+// stay so; ranks started together (gw-coll-perf --ranks 2) race for it. Wait a bounded time.
+void wait_for_memif_server(const std::string& vdev) {
+  if (vdev.rfind("net_memif", 0) != 0 || vdev.find("role=client") == std::string::npos) return;
+  auto at = vdev.find("socket=");
+  if (at == std::string::npos) return;
+  std::string path = vdev.substr(at + 7, vdev.find(';', at) - at - 7);
+  for (int i = 0; i < 1000 && ::access(path.c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) {
   return DpdkTransport::open(cfg);
 }
@@ -103,6 +114,9 @@ GW_REGISTER_DRIVER(
      "a peer silent this long while requests are pending is dead (RemoteError); a rank that "
      "does not poll for this long looks dead too"},
     {"dpdk.heartbeat_ms", ConfigType::kInt, "100", "idle connections send an ack this often"},
+    {"dpdk.linger_ms", ConfigType::kInt, "50",
+     "a closing transport keeps its port this long when a peer had not closed, so that its "
+     "last acks and FIN are read (memif frames vanish with the port)"},
     {"dpdk.checksum", ConfigType::kBool, "true", "compute and check UDP checksums"},
     {"dpdk.zero_copy", ConfigType::kString, "auto",
      "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)"},
@@ -144,6 +158,7 @@ Status DpdkTransport::init(const Config& cfg) {
     po.vdev += ";rsize=11";
   if (po.vdev.find("net_af_packet") == 0 && po.vdev.find("framecnt=") == std::string::npos)
     po.vdev += ";framecnt=2048";
+  wait_for_memif_server(po.vdev);
   po.ring_bus = gets("dpdk.ring");
   po.device = gets("dpdk.device");
   if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
@@ -180,6 +195,8 @@ Status DpdkTransport::init(const Config& cfg) {
                             1'000'000);
   opts_.peer_timeout_ns =
       static_cast<uint64_t>(std::max<int64_t>(10, geti("dpdk.peer_timeout_ms"))) * 1'000'000;
+  opts_.linger_ns =
+      static_cast<uint64_t>(std::max<int64_t>(0, geti("dpdk.linger_ms"))) * 1'000'000;
   opts_.heartbeat_ns =
       static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.heartbeat_ms"))) * 1'000'000;
   opts_.checksum = cfg.get_bool("dpdk.checksum").value();
@@ -286,6 +303,17 @@ DpdkTransport::~DpdkTransport() {
     log_->debug("dpdk: port {} closing; counters:{}", port_ ? port_->name() : "?", s);
   }
   flush_tx();
+  // A peer still waiting for our last ack reads it from the device (memif: shared memory
+  // that goes away with the port); without the linger it fails its send after its timeout.
+  if (peer_left_open_ && opts_.linger_ns > 0) {
+    const uint64_t end = now_ns() + opts_.linger_ns;
+    while (now_ns() < end) {
+      rte_mbuf* pkts[32];
+      uint16_t n = rte_eth_rx_burst(port_->id(), 0, pkts, 32);
+      rte_pktmbuf_free_bulk(pkts, n);
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  }
   if (event_fd_ >= 0) ::close(event_fd_);
   rx_fault_.release();
   for (auto& f : tx_fault_) f.release();

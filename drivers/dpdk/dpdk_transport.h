@@ -43,6 +43,7 @@ struct Options {
   uint64_t unexpected_bytes = 0;
   uint64_t max_message = 0;
   uint64_t rto_min_ns = 0, rto_max_ns = 0, peer_timeout_ns = 0, heartbeat_ns = 0;
+  uint64_t linger_ns = 0;
   bool checksum = true;
   bool zero_copy = false;
   uint32_t zero_copy_min = 0;
@@ -110,6 +111,7 @@ class DpdkTransport final : public Transport {
   uint64_t unexpected_used_ = 0;
   uint64_t arrivals_ = 0;
   int held_ = 0;  // out-of-order packets held by all endpoints
+  bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
     uint64_t pkts_sent = 0, pkts_received = 0, acks_sent = 0, retransmits = 0;
