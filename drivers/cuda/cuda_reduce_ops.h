@@ -7,8 +7,8 @@
 ///  - min/max: `a < b ? a : b` / `a > b ? a : b` (MINPS/MAXPS: the second operand when either
 ///    is NaN or both are zero);
 ///  - float16: widened exactly, NaN quieted; narrowed with round to nearest even (NaN keeps the
-///    top 10 payload bits, quiet); bfloat16: a shift, and the CPU's integer rounding (NaNs
-///    from min/max pass unquieted, as from the AVX2/AVX-512 CPU kernels);
+///    top 10 payload bits, quiet); bfloat16: a shift, and the CPU's integer rounding (NaN keeps
+///    its top payload bits, quiet);
 ///  - integers wrap (two's complement); kAvg divides the sum once, truncating.
 /// Thread-safety: pure functions.
 #pragma once
@@ -129,11 +129,11 @@ GW_HD uint16_t f2h(float f) {
 }
 
 GW_HD float b2f(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
-// The CPU kernel's vector narrowing: its NaN test (Highway Ne, an ordered compare on AVX2 and
-// AVX-512) never fires, so NaNs take the rounding path, which leaves the NaNs that reach it
-// (low 16 bits zero: widened bfloat16, or x86's quieted copies of them) as they are.
+// As the CPU kernels: NaN keeps its top payload bits and is made quiet (rounding could carry
+// a NaN into infinity); the rest rounds to nearest even.
 GW_HD uint16_t f2b(float f) {
   const uint32_t u = f2u(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 

@@ -42,7 +42,8 @@ struct BF16 {
     const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
     auto r = hn::ShiftRight<16>(hn::Add(bits, hn::Add(lsb, hn::Set(du, 0x7FFF))));
     const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40));
-    r = hn::IfThenElse(hn::RebindMask(du, hn::Ne(v, v)), quiet_nan, r);
+    // IsNaN, not Ne(v, v): Highway's Ne is an ordered compare on x86 and never sees a NaN.
+    r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, r);
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, p);
   }
 };
