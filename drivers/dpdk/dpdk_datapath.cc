@@ -15,6 +15,7 @@ namespace {
 constexpr int kMaxBackoff = 16;
 constexpr uint32_t kRetxBurst = 16;  // packets resent when the retransmission timer fires
 constexpr uint64_t kFastAgainSlackNs = 100'000;
+constexpr uint32_t kMinLossWindow = 256;
 
 void no_free(void*, void*) {}  // the caller owns the memory; the send completes on its ack
 
@@ -49,7 +50,8 @@ void DpdkEndpoint::send_ack() {
 void DpdkEndpoint::pump() {
   if (!connected_ || failed()) return;
   const uint32_t seg = t_->opts().seg_payload;
-  while (seg_idx_ < sends_.size() && static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < win_) {
+  const uint32_t limit = std::min(cwnd_, win_);
+  while (seg_idx_ < sends_.size() && static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < limit) {
     SendSlot& s = sends_.at(seg_idx_);
     TxPkt& p = inflight_[snd_nxt_ & mask_];
     p.len = static_cast<uint16_t>(std::min<uint64_t>(seg, s.req.len - seg_off_));
@@ -154,6 +156,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     for (uint32_t s = snd_una_; s != h.ack && !resent; ++s) resent = inflight_[s & mask_].tries > 1;
     const TxPkt& last = inflight_[(h.ack - 1) & mask_];
     if (!resent) rtt_sample(t_->now() - last.sent);
+    grow_window(static_cast<uint32_t>(adv));
     snd_una_ = h.ack;
     backoff_ = 0;
     last_advance_ = t_->now();
@@ -180,10 +183,28 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     } else if (after >= 3 && (!p.fast || now - p.sent >= again)) {
       p.fast = true;
       ++t_->counters_.fast_retransmits;
+      on_loss(s);
       if (!transmit(s)) break;
     }
     if (s == snd_una_) break;
   }
+}
+
+// Loss shrinks the window (halved once per round trip, down to kMinLossWindow) and loss-free
+// acks grow it back by one packet per four acknowledged. Not congestion control: with a
+// 64-packet selective ack, holes further into a large window are found one round trip at a
+// time, and at 1 % loss a 256-packet window moved 2.8x the goodput of a 1024-packet one.
+void DpdkEndpoint::on_loss(uint32_t seq) {
+  if (seq_diff(seq, recover_) < 0) return;  // this round trip's loss was already counted
+  recover_ = snd_nxt_;
+  cwnd_ = std::max(std::min(kMinLossWindow, win_), std::min(cwnd_, win_) / 2);
+}
+
+void DpdkEndpoint::grow_window(uint32_t acked) {
+  if (cwnd_ >= win_) return;
+  cwnd_acc_ += acked;
+  cwnd_ = std::min(win_, cwnd_ + cwnd_acc_ / 4);
+  cwnd_acc_ %= 4;
 }
 
 void DpdkEndpoint::complete_sends() {
@@ -210,6 +231,7 @@ void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
   TxPkt& head = inflight_[snd_una_ & mask_];
   if (now - std::max(head.sent, last_advance_) < rto) return;
   ++t_->counters_.timeouts;
+  on_loss(snd_una_);
   if (backoff_ < kMaxBackoff) ++backoff_;
   uint32_t sent = 0;
   for (uint32_t s = snd_una_; s != snd_nxt_; ++s) {

@@ -124,6 +124,8 @@ class DpdkEndpoint final : public Endpoint {
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
   void complete_sends();
   void retransmit_timed_out(uint64_t now);
+  void on_loss(uint32_t seq);
+  void grow_window(uint32_t acked);
   int lookup_msg(uint32_t msg_id) const;
   int match_new(const WireHdr& h);
   void place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off);
@@ -150,6 +152,7 @@ class DpdkEndpoint final : public Endpoint {
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
   int backoff_ = 0;
   uint64_t last_advance_ = 0;  // when snd_una_ last moved (restarts the retransmission timer)
+  uint32_t cwnd_ = ~0u, cwnd_acc_ = 0, recover_ = 0;  // window after losses (see on_loss)
   // Receive side.
   std::vector<RxSlot> rx_;
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
