@@ -12,13 +12,14 @@ namespace gw {
 namespace {
 
 GW_CONFIG_KEYS(coll,
-               {"coll.chunk_bytes", ConfigType::kInt, "1048576",
-                "ring pipeline chunk: each rank's segment is cut into chunks of this size"},
+               {"coll.chunk_bytes", ConfigType::kInt, "262144",
+                "ring pipeline chunk: each rank's segment is cut into chunks of this size "
+                "(default: the best of 64 KiB..4 MiB in BENCHMARKS.md)"},
                {"coll.pipeline_depth", ConfigType::kInt, "4",
                 "ring chunks received ahead per step (scratch = depth x chunk_bytes)"},
-               {"coll.rd_max_bytes", ConfigType::kInt, "65536",
+               {"coll.rd_max_bytes", ConfigType::kInt, "262144",
                 "algo=auto: allreduce of at most this many bytes uses recursive doubling, "
-                "larger ones the ring"},
+                "larger ones the ring (default: the measured crossover, BENCHMARKS.md)"},
                {"coll.timeout_ms", ConfigType::kInt, "60000", "default timeout of a collective"},
                {"coll.check_args", ConfigType::kBool, "true",
                 "send each call's signature to peers so mismatched calls fail clearly"});
