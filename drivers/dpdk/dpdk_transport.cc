@@ -13,6 +13,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "dpdk_endpoint.h"
@@ -276,6 +277,10 @@ Status DpdkTransport::init(const Config& cfg) {
   any_.init(static_cast<size_t>(opts_.max_outstanding));
   conns_.resize(static_cast<size_t>(opts_.max_endpoints));
   for (int i = opts_.max_endpoints; i-- > 0;) free_conns_.push_back(i);
+  // Random first generations: a transport that reuses a closed one's port and address (a ring
+  // bus slot, a restarted process) must not take that one's late packets (a FIN) as its own.
+  std::mt19937 rng(std::random_device{}());
+  for (auto& cs : conns_) cs.gen = static_cast<uint16_t>(rng());
   rx_pkts_.resize(64);
   rx_faulted_.resize(2 * 64 + 2);
   txq_.resize(static_cast<size_t>(port_->tx_queues()));
