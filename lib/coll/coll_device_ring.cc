@@ -125,6 +125,12 @@ Status DeviceRing::setup(const void* send, void* recv) {
     GW_RETURN_IF_ERROR(ops_->synchronize(cache.stream.get()));
   }
   if (n_ == 1 || bytes == 0) return Status();
+  // The call's descriptor goes to the next rank as the host engines' does (same tag), so a
+  // rank that passed host buffers, or another count or dtype, fails both sides at once.
+  op_.desc.algo = static_cast<uint8_t>(Algo::kRing);
+  op_.desc.device = 1;
+  const int to[] = {next_}, from[] = {prev_};
+  GW_RETURN_IF_ERROR(im_.post_headers(op_, to, from));
   chunk_ = std::max<size_t>(1, im_.chunk_bytes / op_.es);
   const size_t seg_max = (op_.count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_);
   C_ = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + chunk_ - 1) / chunk_));
@@ -247,7 +253,8 @@ Status DeviceRing::run(const void* send, void* recv) {
   if (units_ == 0) return Status();
   auto& cq = im_.group.transport().cq();
   Completion comps[64];
-  while (sends_done_ < units_ || recvs_done_ < units_ || reducing_head_ < reducing_.size()) {
+  while (sends_done_ < units_ || recvs_done_ < units_ || reducing_head_ < reducing_.size() ||
+         op_.hdr_pending > 0) {
     GW_RETURN_IF_ERROR(post());
     GW_RETURN_IF_ERROR(poll_reductions());
     // Sleep on the transport only when no kernel is running (a kernel has no fd to wake us).
@@ -264,7 +271,8 @@ Status DeviceRing::run(const void* send, void* recv) {
                                                 std::to_string(c.peer_id) + " failed: " +
                                                 (c.ep ? c.ep->status().to_string() : ""));
         }
-        im_.dispatch(c);  // another collective's
+        im_.dispatch(c);  // this call's descriptors, or another collective's
+        if (!op_.status.ok()) return op_.status;
         continue;
       }
       GW_RETURN_IF_ERROR(on_completion(c));

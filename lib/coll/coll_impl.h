@@ -23,6 +23,7 @@ const char* kind_name(Kind k);
 struct Desc {
   uint32_t magic = 0;
   uint8_t kind = 0, dtype = 0, op = 0, algo = 0;
+  uint8_t device = 0;  ///< 1: device buffers (a rank mixing them with host buffers is caught)
   uint64_t count = 0;
   int32_t root = 0;
   uint32_t seq = 0;

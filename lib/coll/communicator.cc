@@ -59,7 +59,7 @@ std::string describe(const Desc& d) {
   if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
     s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
   if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
-  return s + ")";
+  return s + (d.device ? ", device buffers)" : ")");
 }
 
 Status RegBuf::ensure(Transport& t, size_t bytes) {
@@ -194,6 +194,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
                         static_cast<uint8_t>(dt),
                         static_cast<uint8_t>(rop),
                         static_cast<uint8_t>(op->algo),
+                        0,
                         count,
                         0,
                         op->seq};
