@@ -30,6 +30,7 @@ void RdmaEndpoint::maybe_advertise(int i) {
   if (!t_->opts().advertise || r.tag == kAnyTag || r.len <= eager_limit_ ||
       adverts_out_ >= kMaxAdverts || free_rndv_.empty() || txq_.full())
     return;
+  if (t_->staged(r.buf, r.mr)) return;  // not registered: its windows are asked for instead
   for (int j = recvs_.head(); j >= 0 && j != i; j = recvs_.next(j)) {
     const PostedRecv& q = recvs_[j];
     if ((q.req.tag == r.tag || q.req.tag == kAnyTag) && q.adv == kNoSlot) return;

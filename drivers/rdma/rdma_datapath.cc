@@ -76,6 +76,10 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
     on_lane_recv(wc, idx);
     return;
   }
+  if (kind == WrKind::kStaged) {
+    on_staged_wc(wc, idx);
+    return;
+  }
   const bool write = kind == WrKind::kWrite || kind == WrKind::kWriteImm;
   const uint32_t lane = write ? idx >> 24 : 0;
   if (write) idx &= kImmSlotMask;
@@ -89,15 +93,22 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
     }
     return;
   }
-  if (kind == WrKind::kWriteImm && idx < sends_.size() && sends_[idx].used &&
-      sends_[idx].stripes_left > 0 && --sends_[idx].stripes_left == 0) {
-    ++t_->counters_.rndv_sent;
-    finish_send(idx, Code::kOk);
-  }
+  if (kind == WrKind::kWriteImm) stripe_written(idx);
+}
+
+void RdmaEndpoint::stripe_written(uint32_t s) {
+  if (s >= sends_.size() || !sends_[s].used || sends_[s].stripes_left == 0) return;
+  SendSlot& slot = sends_[s];
+  // A windowed send is done once the receiver asked for its last byte and that was written.
+  if (--slot.stripes_left > 0 || (slot.windowed && slot.win_next < slot.req.len)) return;
+  ++t_->counters_.rndv_sent;
+  if (slot.staged) ++t_->counters_.staged_sends;
+  finish_send(s, Code::kOk);
 }
 
 bool RdmaEndpoint::on_write_imm(uint32_t imm) {
   uint32_t r = imm & kImmSlotMask;
+  if (r < rndv_.size() && rndv_[r].used && rndv_[r].staged) return window_landed(r);
   if (r >= rndv_.size() || !rndv_[r].used || rndv_[r].stripes_left == 0) {
     fail(protocol_error("RDMA WRITE for receive slot " + std::to_string(r) +
                         ", which is not waiting for one"));
@@ -177,6 +188,14 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
                 h.stripes > sends_[h.id].req.len)) {
       bad = "clear-to-send with a stripe count this connection cannot carry";
     }
+  } else if (h.type == static_cast<uint8_t>(MsgType::kWin)) {
+    const SendSlot* s = h.id < sends_.size() && sends_[h.id].used ? &sends_[h.id] : nullptr;
+    if (payload != 0 || !s || !(s->awaiting_cts || s->windowed)) {
+      bad = "window for a send that is not waiting for one";
+    } else if (h.tag != (s->windowed ? s->win_next : 0) || h.len == 0 ||
+               h.len > s->req.len - h.tag || h.rkey == 0 || h.stripes != 1) {
+      bad = "window out of order or beyond the message";
+    }
   } else if (h.type == static_cast<uint8_t>(MsgType::kAdv)) {
     if (payload != 0 || h.len == 0 || h.rkey == 0 || h.stripes < 1 ||
         h.stripes > lanes_.size() || h.stripes > h.len || h.tag == kAnyTag)
@@ -196,7 +215,7 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
 }
 
 void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey,
-                               uint8_t stripes) {
+                               uint8_t stripes, uint64_t base, uint64_t len) {
   SendSlot& slot = sends_[s];
   slot.awaiting_cts = false;
   TxItem it;
@@ -204,12 +223,11 @@ void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32
   it.stripes = stripes;
   it.id = s;
   it.id2 = rslot;
-  it.len = slot.req.len;
+  it.base = base;
+  it.len = len == UINT64_MAX ? slot.req.len : len;
   it.addr = addr;
   it.rkey = rkey;
-  const uint64_t per = (it.len + stripes - 1) / stripes;
-  for (uint32_t i = 0; i < stripes; ++i) slot.off[i] = i * per;
-  slot.stripes_left = stripes;
+  slot.stripes_left += stripes;  // stripe offsets are set when the write reaches the front
   if (stripes > 1) ++t_->counters_.striped_sends;
   txq_.push(it);
 }
@@ -231,6 +249,16 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
   }
   if (type == MsgType::kAdv) {
     on_advert(h);
+    return;
+  }
+  if (type == MsgType::kWin) {
+    if (txq_.full()) {
+      fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
+      return;
+    }
+    sends_[h.id].windowed = true;
+    sends_[h.id].win_next = h.tag + h.len;
+    queue_write(h.id, h.id2, h.addr, h.rkey, 1, h.tag, h.len);
     return;
   }
   ++matched_;
@@ -285,14 +313,24 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
     complete(r.wr_id, tag, len, Op::kRecv, Code::kInvalidArgument);
     if (type == MsgType::kEager) return;
     it.type = MsgType::kReject;
-  } else if (type == MsgType::kEager && len > 0 && r.mr &&
-             r.mr->kind() == MemKind::kCudaDevice) {
-    // The CPU cannot copy into device memory (staging hook: a cudaMemcpy from the eager
-    // buffer would go here). Senders of CUDA memory use rendezvous; host senders must too.
-    t_->log_->warn("rdma: eager message of {} bytes from {} for a receive in CUDA memory; "
-                   "send from CUDA memory or set rdma.eager_bytes=0 on the sender",
-                   len, peer_name_);
-    complete(r.wr_id, tag, len, Op::kRecv, Code::kNotSupported);
+  } else if (type == MsgType::kEager && len > 0 &&
+             (t_->staged(r.buf, r.mr) || (r.mr && r.mr->kind() == MemKind::kCudaDevice))) {
+    // The CPU cannot store to device memory: a synchronous copy (small messages only: larger
+    // ones come by rendezvous, or were pulled unexpectedly within rdma.unexpected_bytes).
+    Status st = t_->stage_ops() ? copy_to_device(r.buf, payload, len)
+                                : Status(Code::kNotSupported, "no device-copy table");
+    if (!st.ok()) {
+      t_->log_->warn("rdma: {} bytes from {} into CUDA memory: {}", len, peer_name_,
+                     st.to_string());
+      complete(r.wr_id, tag, len, Op::kRecv, st.code());
+      return;
+    }
+    ++t_->counters_.msgs_received;
+    t_->counters_.bytes_received += len;
+    complete(r.wr_id, tag, len, Op::kRecv, Code::kOk);
+    return;
+  } else if (type == MsgType::kRts && t_->staged(r.buf, r.mr)) {
+    start_staged_recv(r, tag, len, send_id);
     return;
   } else if (type == MsgType::kEager) {
     if (len) std::memcpy(r.buf, payload, len);
@@ -352,6 +390,7 @@ void RdmaEndpoint::fail(const Status& st) {
     a.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(lane.qp.get(), &a, IBV_QP_STATE);
   }
+  reset_staging();
   ++t_->counters_.endpoint_errors;
   t_->log_->warn("{}", st.to_string());
   const Code code = st.code();

@@ -57,6 +57,11 @@ RdmaEndpoint::~RdmaEndpoint() {
     if (r.used && r.bounce) t_->unexpected_used_ -= r.len;
   }
   for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
+  if (busy_) --t_->staging_busy_;
+  if (in_.pool) {  // copies may still read or write pinned buffers freed below
+    (void)out_.pool->drain();
+    (void)in_.pool->drain();
+  }
 }
 
 Status RdmaEndpoint::create_lane(uint32_t i, uint32_t recv_depth) {
@@ -265,15 +270,25 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     TxItem it;
     it.tag = r.tag;
     it.len = r.len;
+    // CUDA memory without GPUDirect is copied through pinned buffers (rdma_staging.cc).
+    const bool staged = r.len > 0 && t_->staged(r.buf, r.mr);
+    if (staged) {
+      Status ps = ensure_pool();
+      if (!ps.ok()) {
+        if (n == 0) return ps;
+        break;
+      }
+    }
     uint32_t s = free_sends_.back();
     SendSlot& slot = sends_[s];
     slot = SendSlot{};
     slot.req = r;
-    // CUDA memory is never copied by the CPU: it goes by rendezvous whatever its size.
-    const bool cuda = r.mr && r.mr->kind() == MemKind::kCudaDevice;
+    slot.staged = staged;
+    // GPUDirect CUDA memory is never copied by the CPU: rendezvous whatever its size.
+    const bool cuda = !staged && r.mr && r.mr->kind() == MemKind::kCudaDevice;
     if (r.len > eager_limit_ || (cuda && r.len > 0)) {
-      RegCache::Entry* e = region_entry(r.mr);
-      if (!e) {
+      RegCache::Entry* e = staged ? nullptr : region_entry(r.mr);
+      if (!e && !staged) {
         auto got = t_->regcache().acquire(r.buf, r.len);
         if (!got.ok()) {
           if (n == 0) return got.status();
@@ -281,7 +296,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
         }
         e = slot.reg = *got;
       }
-      slot.lkey = e->mr->lkey;
+      slot.lkey = e ? e->mr->lkey : 0;
       slot.awaiting_cts = true;
       it.type = MsgType::kRts;
     }

@@ -59,7 +59,9 @@ class RdmaEndpoint final : public Endpoint {
   // --- data path (rdma_datapath.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
   void flush();
-  bool has_tx() const { return !txq_.empty() || rstaged_ > 0 || credit_due(); }
+  bool has_tx() const {
+    return !txq_.empty() || rstaged_ > 0 || credit_due() || copies_in_ > 0 || !starved_.empty();
+  }
   void fail(const Status& st);
   bool failed() const { return !error_.ok(); }
   /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
@@ -76,6 +78,10 @@ class RdmaEndpoint final : public Endpoint {
     uint8_t stripes_left = 0;        // WRITEs with immediate not yet completed
     bool awaiting_cts = false;
     bool used = false;
+    bool staged = false;             // CUDA memory copied out through pinned buffers
+    bool windowed = false;           // the receiver stages: it asks for windows (kWin)
+    uint64_t win_next = 0;           // windowed: the next window's offset
+    uint64_t copied[kMaxQps] = {};   // staged: per stripe, bytes whose copy has started
   };
   struct PostedRecv {
     RecvRequest req;
@@ -94,6 +100,9 @@ class RdmaEndpoint final : public Endpoint {
     bool discard = false;  // its receive already completed (too small): drop the data
     std::unique_ptr<uint8_t[]> bounce;  // unexpected pull: the data lands here first
     MrPtr bounce_mr;
+    bool staged = false;     // CUDA memory: windows through pinned buffers (rdma_staging.cc)
+    uint32_t send_id = 0;    // staged: the sender's slot, named in each window
+    uint64_t next_off = 0, done = 0;  // staged: bytes asked for, bytes copied in
   };
   struct Unexpected {
     MsgType type = MsgType::kEager;
@@ -106,8 +115,10 @@ class RdmaEndpoint final : public Endpoint {
     MsgType type = MsgType::kEager;
     bool write = false;     // rendezvous data for send slot `id`
     uint8_t stripes = 1;    // CTS and write: lanes the data is spread over
+    bool started = false;   // write: its stripe offsets are set (at the queue's front)
     uint32_t id = 0, id2 = 0;
     uint64_t tag = 0, len = 0, addr = 0;
+    uint64_t base = 0;      // write: offset in the message of the bytes to write (windows)
     uint32_t rkey = 0;
   };
 
@@ -120,7 +131,30 @@ class RdmaEndpoint final : public Endpoint {
   void on_message(const MsgHdr& h, const uint8_t* payload);
   /// Queues the RDMA WRITEs of send slot `s` into the peer's receive slot `rslot` at
   /// addr/rkey, striped over `stripes` lanes. The caller checks txq_ room.
-  void queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey, uint8_t stripes);
+  /// A window (kWin) asks for `len` bytes from offset `base` only.
+  void queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey, uint8_t stripes,
+                   uint64_t base = 0, uint64_t len = UINT64_MAX);
+  /// A WRITE with immediate of send slot `s` completed.
+  void stripe_written(uint32_t s);
+  // --- CUDA memory without GPUDirect (rdma_staging.cc) ---
+  /// The endpoint's pinned buffers (one pool per direction), made and registered on first
+  /// use (logged).
+  Status ensure_pool();
+  /// post_write for a staged send: copies out ahead, writes each buffer once copied.
+  bool post_write_staged(TxItem& it);
+  /// Receiver: rendezvous into CUDA memory; asks for windows into free buffers.
+  void start_staged_recv(const RecvRequest& r, uint64_t tag, uint64_t len, uint32_t send_id);
+  /// @return true while `r` has bytes that got no window (out of buffers).
+  bool request_windows(uint32_t r);
+  /// The oldest window of staged receive `r` landed: copy it in. @return false on error.
+  bool window_landed(uint32_t r);
+  /// Finishes copies that completed; feeds starved receives.
+  void poll_staging();
+  void on_staged_wc(const ibv_wc& wc, uint32_t idx);
+  /// Eager payload into CUDA memory (a synchronous copy). @return the copy's status.
+  Status copy_to_device(void* dst, const uint8_t* payload, size_t len);
+  void update_busy();
+  void reset_staging();
   /// Stripes (lanes) a rendezvous of `len` bytes is spread over.
   uint8_t stripes_for(uint64_t len) const;
   // --- unexpected rendezvous (rdma_unexpected.cc) ---
@@ -236,6 +270,28 @@ class RdmaEndpoint final : public Endpoint {
   bool orphans_lost_ = false;
   Ring<Orphan> orphans_;
   Ring<Advert> adverts_;
+  // Staging (rdma_staging.cc). The registration goes before the pool frees its memory.
+  struct StageOp {  // send side: a buffer being filled from device memory, then written
+    int buf = 0;
+    uint32_t lane = 0, len = 0;
+    uint64_t off = 0;
+    bool last = false;
+  };
+  struct Win {  // receive side, per buffer: a window asked for, landed, copying in
+    uint32_t rndv = kNoSlot, len = 0, seq = 0;
+    uint64_t off = 0;
+    bool copying = false;
+  };
+  struct Pinned {  // the registration goes first, before the pool frees its memory
+    std::unique_ptr<StagingPool> pool;
+    MrPtr mr;
+  };
+  Pinned out_, in_;  // separate, so receive windows never take the buffers sends need
+  Ring<StageOp> stage_out_;
+  std::vector<Win> wins_;
+  std::vector<uint32_t> starved_;  // staged receives waiting for a buffer, in order
+  uint32_t win_seq_ = 0, copies_in_ = 0;
+  bool busy_ = false;  // counted in the transport's staging_busy_
   friend class RdmaTransport;
 };
 

@@ -1,6 +1,8 @@
 // GPUDirect RDMA detection.
 #include "rdma_gpu.h"
 
+#include "gw_device.h"
+
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,8 @@ namespace gw::drv::rdma {
 
 GpuFacts probe_gpu_facts() {
   GpuFacts f;
+  auto ops = device_ops();
+  f.device_ops = ops.ok() && (*ops)->available().ok();
   struct stat st{};
   f.peermem = ::stat("/sys/module/nvidia_peermem", &st) == 0;
   void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -39,7 +43,8 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
   std::string facts = std::string("CUDA driver ") + (f.libcuda ? "loaded" : "absent") + ", " +
                       std::to_string(f.cuda_devices) + " GPU(s), dma-buf export " +
                       (f.dmabuf_symbol ? "available" : "absent") + ", nvidia_peermem " +
-                      (f.peermem ? "loaded" : "not loaded");
+                      (f.peermem ? "loaded" : "not loaded") + ", device copies " +
+                      (f.device_ops ? "available" : "absent");
   if (mode != "auto" && mode != "dmabuf" && mode != "peermem" && mode != "staging") {
     return Status(Code::kInvalidArgument,
                   "rdma.gpu = '" + mode + "': use auto, dmabuf, peermem or staging");
@@ -60,9 +65,14 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
                       "): load nvidia_peermem or use a dma-buf capable driver, or unset "
                       "rdma.gpu_strict to stage through host memory");
   }
-  return GpuPath{cuda ? "staging" : "none", false,
-                 cuda ? "staged through pinned host buffers (" + facts + ")"
-                      : "no CUDA device (" + facts + ")"};
+  if (mode == "staging" && !f.device_ops) {
+    return Status(Code::kNotSupported, "rdma.gpu = staging but no device-copy table is usable (" +
+                                           facts + "): build gradwire with CUDA (nvcc) and run "
+                                           "where a GPU and its driver are present");
+  }
+  return GpuPath{f.device_ops ? "staging" : "none", false,
+                 f.device_ops ? "CUDA memory staged through pinned host buffers (" + facts + ")"
+                              : "no CUDA memory support (" + facts + ")"};
 }
 
 Result<GpuPath> probe_gpu(const Config& cfg, ibv_pd* /*pd*/) {
@@ -140,14 +150,12 @@ Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_
     case GpuReg::kRefuse:
       break;
   }
-  // Hook point for staging (see rdma_transport.cc, register_memory): a pinned host bounce
-  // buffer from lib/mem would be registered here instead and the data path would copy
-  // through it. Until that exists, CUDA memory without GPUDirect is refused.
+  // The staging path never registers device memory (the data path copies it through pinned
+  // buffers, rdma_staging.cc); reaching here means there is neither GPUDirect nor staging.
   return Status(Code::kNotSupported,
                 "rdma: cannot register " + what + ": no GPUDirect RDMA path (" + path.why +
-                    "); rdma.gpu=staging (pinned host buffers) is not implemented in the rdma "
-                    "driver yet: load nvidia_peermem, use a dma-buf capable GPU driver, or "
-                    "copy into registered host memory");
+                    "): load nvidia_peermem, use a dma-buf capable GPU driver, or set "
+                    "rdma.gpu=staging where gradwire's CUDA driver can copy device memory");
 }
 
 }  // namespace gw::drv::rdma

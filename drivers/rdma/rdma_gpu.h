@@ -3,7 +3,8 @@
 /// cuMemGetHandleForAddressRange, found with dlopen, plus ibv_reg_dmabuf_mr) or the
 /// nvidia-peermem kernel module (/sys/module/nvidia_peermem: ibv_reg_mr takes CUDA pointers);
 /// otherwise staging through pinned host buffers, or an error when rdma.gpu_strict is set.
-/// register_cuda() then registers CUDA device memory on the path chosen. No CUDA headers or
+/// register_cuda() then registers CUDA device memory on the path chosen; on the staging path
+/// the data path copies through pinned buffers instead (rdma_staging.cc). No CUDA headers or
 /// libraries are needed at build time (the driver API is reached through dlopen).
 /// Thread-safety: none; set-up path only.
 #pragma once
@@ -37,6 +38,7 @@ struct GpuFacts {
   int cuda_devices = 0;
   bool peermem = false;       ///< nvidia_peermem is loaded
   DmabufExportFn dmabuf_export = nullptr;  ///< the symbol, when present
+  bool device_ops = false;    ///< gw::device_ops() is usable: staging can copy device memory
 };
 
 /// Probes the machine. Never fails.

@@ -138,7 +138,16 @@ bool RdmaEndpoint::post_msg(const TxItem& it) {
   std::memcpy(buf, &h, sizeof h);
   size_t total = sizeof h;
   if (it.type == MsgType::kEager) {
-    if (it.len) std::memcpy(buf + sizeof h, sends_[it.id].req.buf, it.len);
+    const SendSlot& s = sends_[it.id];
+    if (it.len && s.staged) {  // small CUDA message: a synchronous copy into the buffer
+      Status st = out_.pool->copy_out_sync(buf + sizeof h, s.req.buf, it.len);
+      if (!st.ok()) {
+        fail(st.with_context("rdma: staging a send to " + peer_name_));
+        return false;
+      }
+    } else if (it.len) {
+      std::memcpy(buf + sizeof h, s.req.buf, it.len);
+    }
     total += it.len;
   }
   ibv_send_wr wr{};
@@ -170,9 +179,14 @@ bool RdmaEndpoint::post_write(TxItem& it) {
   SendSlot& s = sends_[it.id];
   const uint64_t chunk_max = t_->opts().write_chunk;
   const uint64_t per = (it.len + it.stripes - 1) / it.stripes;
+  if (!it.started) {
+    for (uint32_t i = 0; i < it.stripes; ++i) s.off[i] = s.copied[i] = it.base + i * per;
+    it.started = true;
+  }
+  if (s.staged) return post_write_staged(it);
   bool all = true;
   for (uint32_t i = 0; i < it.stripes; ++i) {
-    const uint64_t end = std::min<uint64_t>(it.len, (i + 1) * per);
+    const uint64_t end = it.base + std::min<uint64_t>(it.len, (i + 1) * per);
     while (s.off[i] < end) {
       const uint64_t chunk = std::min(chunk_max, end - s.off[i]);
       const bool last = s.off[i] + chunk == end;
@@ -190,7 +204,7 @@ bool RdmaEndpoint::post_write(TxItem& it) {
       wr.num_sge = 1;
       wr.opcode = last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
       wr.imm_data = htonl(it.id2);
-      wr.wr.rdma.remote_addr = it.addr + s.off[i];
+      wr.wr.rdma.remote_addr = it.addr + (s.off[i] - it.base);
       wr.wr.rdma.rkey = it.rkey;
       stage(i, wr,
             ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf) + s.off[i],
@@ -221,6 +235,8 @@ void RdmaEndpoint::post_credit() {
 
 void RdmaEndpoint::flush() {
   if (failed() || lanes_.empty()) return;
+  if (copies_in_ > 0 || !starved_.empty()) poll_staging();
+  if (failed()) return;
   post_recvs();  // first: the headers below may advertise these buffers
   while (!failed() && !txq_.empty()) {
     TxItem& it = txq_.front();
@@ -230,6 +246,7 @@ void RdmaEndpoint::flush() {
   }
   if (!failed() && credit_due()) post_credit();
   for (uint32_t l = 0; l < lanes_.size() && !failed(); ++l) post_staged(l);
+  if (in_.pool) update_busy();
 }
 
 }  // namespace gw::drv::rdma

@@ -66,7 +66,11 @@ GW_REGISTER_DRIVER(
     {"rdma.gpu", ConfigType::kString, "auto",
      "CUDA memory: auto, dmabuf, peermem or staging (pinned host buffers)"},
     {"rdma.gpu_strict", ConfigType::kBool, "false",
-     "refuse CUDA memory instead of staging it when no GPUDirect path exists"});
+     "refuse CUDA memory instead of staging it when no GPUDirect path exists"},
+    {"rdma.staging_chunk_bytes", ConfigType::kInt, "524288",
+     "staging without GPUDirect: bytes per pinned buffer (one receive window, one copy)"},
+    {"rdma.staging_slots", ConfigType::kInt, "8",
+     "staging without GPUDirect: pinned buffers per endpoint (1..256), copies in flight"});
 
 Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport());
@@ -99,6 +103,9 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(int64_t rce, range("rdma.reg_cache_entries", 1, 1 << 20, ""));
   GW_ASSIGN_OR_RETURN(int64_t qps, range("rdma.qps_per_conn", 1, kMaxQps, ""));
   GW_ASSIGN_OR_RETURN(int64_t stripe, range("rdma.min_stripe_bytes", 4096, int64_t{1} << 30, ""));
+  GW_ASSIGN_OR_RETURN(int64_t sc, range("rdma.staging_chunk_bytes", 4096, 1 << 30, ""));
+  GW_ASSIGN_OR_RETURN(int64_t ss, range("rdma.staging_slots", 1, kMaxStagingSlots, ""));
+  opts_.staging = {static_cast<size_t>(sc), static_cast<uint32_t>(ss)};
   opts_.eager_bytes = static_cast<uint32_t>(eager);
   opts_.recv_depth = static_cast<uint32_t>(rd);
   opts_.sq_depth = static_cast<uint32_t>(sq);
@@ -154,6 +161,7 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
   GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
   gpu_ = gpu;
+  if (gpu_.name == "staging") stage_ops_ = *device_ops();  // probed usable above
   props_.name = "rdma";
   props_.device = dev_.name;
   props_.link_speed_mbps = dev_.speed_mbps;
@@ -460,6 +468,8 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
 }
 
 int RdmaTransport::arm() {
+  // Copies to or from device memory raise no completion event: keep polling (backing off).
+  if (staging_busy_ > 0) return -1;
   if (!armed_ && stash_n_ == 0) {
     if (ibv_req_notify_cq(cq_verbs_.get(), 0) == 0) armed_ = true;
     // A completion that came before arming raises no event: take it now and wake the caller.
@@ -554,10 +564,9 @@ Result<MemoryRegion> RdmaTransport::register_memory(void* addr, size_t length, M
                       dev_.name);
   }
   // CUDA device memory goes through the GPUDirect path chosen at open (dma-buf or
-  // nvidia-peermem). STAGING HOOK: with neither (gpu_->name "staging"/"none"), register_cuda
-  // refuses with NotSupported naming rdma.gpu=staging; a staging implementation would return
-  // here a region backed by a registered pinned host bounce buffer (lib/mem) and mark it so
-  // that post_send/post_recv copy through it.
+  // nvidia-peermem). On the staging path nothing is registered: the data path sees the kind
+  // and copies through its endpoint's pinned buffers (rdma_staging.cc).
+  if (kind == MemKind::kCudaDevice && stage_ops_) return MemoryRegion(addr, length, kind, 0, nullptr);
   if (kind == MemKind::kCudaDevice)
     return make_region(*regcache_, addr, length, kind, &gpu_);
   return make_region(*regcache_, addr, length, kind);
@@ -581,6 +590,8 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"advert_writes", c.advert_writes},
           {"advert_writes_received", c.advert_writes_received},
           {"adverts_received", c.adverts_received},
+          {"staged_sends", c.staged_sends},       {"staged_recvs", c.staged_recvs},
+          {"staging_windows", c.staging_windows},
           {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},
           {"reg_cache_invalidations", regcache_->invalidations()},

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "gw_config.h"
+#include "gw_device.h"
+#include "gw_staging.h"
 #include "gw_transport.h"
 #include "rdma_device.h"
 #include "rdma_gpu.h"
@@ -50,7 +52,10 @@ struct Options {
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
   Nanos spin{0};                // polling before a blocking wait sleeps, while traffic flows
+  StagingPool::Options staging;  // CUDA memory without GPUDirect (rdma_staging.cc)
 };
+/// Pinned staging buffers per endpoint at most (their index fits a work request id).
+inline constexpr int64_t kMaxStagingSlots = 256;
 
 /// What an epoll event points at.
 struct PollItem {
@@ -85,9 +90,10 @@ class RdmaCq final : public CompletionQueue {
 };
 
 /// Kinds of work request, in the top byte of wr_id: | kind 8 | endpoint 24 | index 32 |.
-/// Writes carry | lane 8 | send slot 24 | in the index; lane receives carry the lane.
+/// Writes carry | lane 8 | send slot 24 | in the index; lane receives carry the lane; staged
+/// writes (from a pinned buffer) | lane 3 | with immediate 1 | buffer 8 | send slot 20 |.
 enum class WrKind : uint8_t {
-  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6
+  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6, kStaged = 7
 };
 inline uint64_t make_wr(WrKind k, uint32_t ep, uint32_t idx) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{ep & 0xFFFFFF} << 32) | idx;
@@ -131,6 +137,16 @@ class RdmaTransport final : public Transport {
   RecvRequest take_any(int i);
   /// An any-source receive is posted that a message with `tag` would match.
   bool any_may_take(uint64_t tag) const;
+  /// Whether `buf` (in `mr`, if any) is CUDA memory that must be staged: only on the staging
+  /// path, where `mr`'s kind says so, or for an unregistered pointer the device table's.
+  bool staged(const void* buf, const MemoryRegion* mr) const {
+    if (!stage_ops_) return false;
+    if (mr) return mr->kind() == MemKind::kCudaDevice;
+    return stage_ops_->pointer_kind(buf) == MemKind::kCudaDevice;
+  }
+  DeviceOps* stage_ops() const { return stage_ops_; }
+  /// Endpoints with copies in flight: blocking waits poll instead of sleeping.
+  int staging_busy_ = 0;
 
   struct AnyRecv {
     RecvRequest req;
@@ -144,6 +160,7 @@ class RdmaTransport final : public Transport {
     uint64_t striped_sends = 0, unexpected_pulls = 0;
     uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
     uint64_t advert_writes_received = 0, adverts_received = 0;
+    uint64_t staged_sends = 0, staged_recvs = 0, staging_windows = 0;
   } counters_;
   uint64_t unexpected_used_ = 0;
   std::shared_ptr<spdlog::logger> log_;
@@ -187,6 +204,7 @@ class RdmaTransport final : public Transport {
   SlotList<AnyRecv> any_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
   GpuPath gpu_;  // how CUDA device memory is registered
+  DeviceOps* stage_ops_ = nullptr;  // set on the staging path: copies device memory
   friend class RdmaCq;
 };
 

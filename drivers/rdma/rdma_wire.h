@@ -13,7 +13,7 @@ namespace gw::drv::rdma {
 static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
 
 inline constexpr uint32_t kHelloMagic = 0x47574448;  // "HDWG"
-inline constexpr uint16_t kWireVersion = 2;
+inline constexpr uint16_t kWireVersion = 3;
 /// Queue pairs one connection may stripe over (rdma.qps_per_conn).
 inline constexpr int kMaxQps = 8;
 
@@ -47,6 +47,10 @@ enum class MsgType : uint8_t {
   kReject = 4, ///< the matching receive was too small: id = send slot (message dropped)
   kAdv = 5,    ///< a receive posted ahead: tag, len, addr/rkey, id2 = receiver's slot,
                ///< stripes, id = eager+RTS messages the receiver had matched when posting it
+  kWin = 6,    ///< clear to send one window of a message whose receive is staged through host
+               ///< memory (CUDA without GPUDirect): id = send slot, id2 = receiver's slot,
+               ///< tag = offset in the message, len = window bytes, addr/rkey = a staging
+               ///< buffer; one stripe. The windows come in message order, back to back.
 };
 
 /// Header of every SEND on the queue pair.

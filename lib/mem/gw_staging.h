@@ -63,6 +63,11 @@ class StagingPool {
   /// Synchronous host→device copy through the in-direction stream (rare paths only, e.g. a
   /// message that was buffered before its device receive was posted).
   Status copy_in_sync(void* dev_dst, const void* src, size_t n);
+  /// Synchronous device→host copy through the out-direction stream (small messages).
+  Status copy_out_sync(void* dst, const void* dev_src, size_t n);
+  /// Waits for every copy started so far (an endpoint that failed, before its caller may
+  /// free the device buffers the copies touch).
+  Status drain();
 
   uint64_t bytes_out() const { return bytes_out_; }
   uint64_t bytes_in() const { return bytes_in_; }

@@ -96,4 +96,17 @@ Status StagingPool::copy_in_sync(void* dev_dst, const void* src, size_t n) {
   return ops_->synchronize(in_s_).with_context(owner_);
 }
 
+Status StagingPool::copy_out_sync(void* dst, const void* dev_src, size_t n) {
+  GW_RETURN_IF_ERROR(ops_->copy_async(dst, dev_src, n, out_s_).with_context(owner_));
+  bytes_out_ += n;
+  return ops_->synchronize(out_s_).with_context(owner_);
+}
+
+Status StagingPool::drain() {
+  GW_RETURN_IF_ERROR(ops_->synchronize(out_s_).with_context(owner_));
+  GW_RETURN_IF_ERROR(ops_->synchronize(in_s_).with_context(owner_));
+  for (auto& s : slots_) s.copying = false;
+  return Status();
+}
+
 }  // namespace gw

@@ -21,7 +21,7 @@ TEST(RdmaGpuPath, NoCudaMeansNoneOrStrictError) {
 }
 
 TEST(RdmaGpuPath, PrefersDmabufThenPeermemThenStaging) {
-  GpuFacts f{true, true, 1, true};
+  GpuFacts f{true, true, 1, true, nullptr, true};
   EXPECT_EQ(choose_gpu_path("auto", false, f)->name, "dmabuf");
   f.dmabuf_symbol = false;
   EXPECT_EQ(choose_gpu_path("auto", false, f)->name, "peermem");
@@ -31,16 +31,24 @@ TEST(RdmaGpuPath, PrefersDmabufThenPeermemThenStaging) {
   EXPECT_EQ(st->name, "staging");
   EXPECT_FALSE(st->zero_copy);
   EXPECT_FALSE(choose_gpu_path("auto", true, f).ok());
+  f.device_ops = false;  // CUDA is there, but nothing in gradwire can copy its memory
+  EXPECT_EQ(choose_gpu_path("auto", false, f)->name, "none");
 }
 
 TEST(RdmaGpuPath, ForcedPathMustExist) {
-  GpuFacts f{true, false, 1, false};
+  GpuFacts f{true, false, 1, false, nullptr, true};
   auto d = choose_gpu_path("dmabuf", false, f);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::kNotSupported);
   EXPECT_NE(d.status().to_string().find("dma-buf export absent"), std::string::npos);
   EXPECT_EQ(choose_gpu_path("staging", false, f)->name, "staging");
   EXPECT_EQ(choose_gpu_path("bogus", false, f).status().code(), Code::kInvalidArgument);
+  f.device_ops = false;
+  auto s = choose_gpu_path("staging", false, f);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kNotSupported);
+  EXPECT_NE(s.status().to_string().find("device copies absent"), std::string::npos)
+      << s.status().to_string();
 }
 
 TEST(RdmaGpuPath, ProbeOfThisHostIsConsistent) {
@@ -53,7 +61,7 @@ TEST(RdmaGpuPath, ProbeOfThisHostIsConsistent) {
 
 // Which registration each path uses; staging/none refuse.
 TEST(RdmaGpuRegistration, PathDecidesTheCall) {
-  GpuFacts f{true, true, 1, true};
+  GpuFacts f{true, true, 1, true, nullptr, true};
   EXPECT_EQ(gpu_registration(*choose_gpu_path("auto", false, f)), GpuReg::kDmabuf);
   EXPECT_EQ(gpu_registration(*choose_gpu_path("peermem", false, f)), GpuReg::kPeermem);
   EXPECT_EQ(gpu_registration(*choose_gpu_path("staging", false, f)), GpuReg::kRefuse);
@@ -81,7 +89,7 @@ TEST(RdmaGpuRegistration, DmabufRangeIsPageAligned) {
 // Without a GPUDirect path, registering CUDA memory is NotSupported and says what to do;
 // no verbs call is made (the protection domain is never touched: null here).
 TEST(RdmaGpuRegistration, NoPathRefusesNamingStaging) {
-  auto path = choose_gpu_path("auto", false, GpuFacts{true, false, 1, false});
+  auto path = choose_gpu_path("auto", false, GpuFacts{true, false, 1, false, nullptr, true});
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(path->name, "staging");
   int x = 0;
