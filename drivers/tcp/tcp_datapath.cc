@@ -103,7 +103,14 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     return true;
   }
   if (r == 0) {
-    fail(stream_error(s, "closed the connection", 0));
+    // A FIN between frames is how a peer that finished leaves: once every stream has one,
+    // what it sent stays receivable. Within a frame, the message is cut short.
+    const bool between = s.rx == Stream::Rx::kHeader && s.stage_end == s.stage_begin;
+    s.eof = between;
+    s.readable = false;
+    bool all = between;
+    for (auto& o : streams_) all &= o->eof;
+    if (all || !between) fail(stream_error(s, "closed the connection", 0), all);
   } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
     s.readable = false;
   } else if (errno != EINTR) {
@@ -347,7 +354,7 @@ void TcpEndpoint::release_msg(int m) {
   im.active = false;
 }
 
-void TcpEndpoint::fail(const Status& st) {
+void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
   if (failed()) return;
   error_ = st;
   ++t_->counters_.endpoint_errors;
@@ -373,6 +380,9 @@ void TcpEndpoint::fail(const Status& st) {
   for (int m = 0; m < kMaxInMsgs; ++m) {
     InMsg& im = msgs_[m];
     if (!im.active) continue;
+    // Fully read: a buffered message waits for its receive, or a receive for its copy to the
+    // GPU (rx_copy_done completes it).
+    if (keep_buffered && im.received == im.len && im.dest != Dest::kDrain) continue;
     bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
     if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
     release_msg(m);

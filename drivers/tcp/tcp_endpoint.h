@@ -29,7 +29,9 @@ class TcpEndpoint final : public Endpoint {
   void flush(Stream& s);
   void read(Stream& s);
   bool failed() const { return !error_.ok(); }
-  void fail(const Status& st);
+  /// Fails every pending request and the endpoint. `keep_buffered`: the peer closed
+  /// cleanly, so messages it sent that wait complete for their receive stay receivable.
+  void fail(const Status& st, bool keep_buffered = false);
   /// Earliest unexpected, not yet claimed message with a matching tag; -1 if none.
   int find_unexpected(uint64_t tag) const;
   uint64_t arrival_of(int m) const { return msgs_[m].arrival; }

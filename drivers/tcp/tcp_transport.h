@@ -47,6 +47,7 @@ struct Stream : PollItem {
   bool readable = true;
   bool writable = true;
   bool hup = false;  // the peer closed or errored: read until recv() says so
+  bool eof = false;  // the peer's FIN was read between two frames
   // Send side: chunks queued in order; the head may be partly written.
   Ring<Chunk> txq;
   // Receive side.
