@@ -70,7 +70,7 @@ GW_REGISTER_DRIVER(
     {"rdma.staging_chunk_bytes", ConfigType::kInt, "524288",
      "staging without GPUDirect: bytes per pinned buffer (one receive window, one copy)"},
     {"rdma.staging_slots", ConfigType::kInt, "8",
-     "staging without GPUDirect: pinned buffers per endpoint (1..256), copies in flight"});
+     "staging without GPUDirect: pinned buffers per endpoint and direction (1..256), copies in flight"});
 
 Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport());
