@@ -4,6 +4,7 @@
 #include <rte_mbuf.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "dpdk_endpoint.h"
@@ -26,18 +27,33 @@ void DpdkEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Cod
   --outstanding_;
 }
 
-void DpdkEndpoint::fill_ack(WireHdr* h) {
+// 64 bits of rx_bits_ from packet `seq` on (the bitmap is circular, a power of two words).
+uint64_t DpdkEndpoint::held_bits(uint32_t seq) const {
+  const uint32_t p = seq & mask_, w = p >> 6, sh = p & 63;
+  uint64_t v = rx_bits_[w] >> sh;
+  if (sh) v |= rx_bits_[(w + 1) & (rx_bits_.size() - 1)] << (64 - sh);
+  return v;
+}
+
+// The header's sack word, plus in `ext` (acks only) the words that reach the highest packet
+// received: with the first 64 packets alone, holes further into a large window were found one
+// round trip at a time. A data packet cannot carry them: then a pure ack follows.
+uint32_t DpdkEndpoint::fill_ack(WireHdr* h, uint64_t* ext) {
   h->ack = rcv_nxt_;
   h->wnd = win_;
-  // Only packets up to the highest one received can be held: in order (the usual case) the
-  // bitmap is empty without looking at 64 slots for every packet sent.
-  uint64_t sack = 0;
-  const uint32_t span = std::min<uint32_t>({64, win_, static_cast<uint32_t>(std::max<int32_t>(
-                                                          0, seq_diff(rx_high_, rcv_nxt_)))});
-  for (uint32_t i = 0; i < span; ++i)
-    if (rx_[(rcv_nxt_ + i) & mask_].present) sack |= uint64_t{1} << i;
-  h->sack = sack;
+  const uint32_t span = std::min<uint32_t>(
+      rwin_, static_cast<uint32_t>(std::max<int32_t>(0, seq_diff(rx_high_, rcv_nxt_))));
+  const uint32_t words = (span + 63) / 64;  // in order (the usual case): none
+  h->sack = words ? held_bits(rcv_nxt_) : 0;
   need_ack_ = false;
+  if (words <= 1) return 0;
+  if (!ext) {
+    need_ack_ = true;
+    return 0;
+  }
+  const uint32_t n = std::min({words - 1, kMaxSackWords, t_->opts().seg_payload / 8});
+  for (uint32_t j = 0; j < n; ++j) ext[j] = held_bits(rcv_nxt_ + 64 * (j + 1));
+  return n;
 }
 
 void DpdkEndpoint::send_ack() {
@@ -50,8 +66,9 @@ void DpdkEndpoint::send_ack() {
 void DpdkEndpoint::pump() {
   if (!connected_ || failed()) return;
   const uint32_t seg = t_->opts().seg_payload;
-  const uint32_t limit = std::min(cwnd_, win_);
-  while (seg_idx_ < sends_.size() && static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < limit) {
+  const uint32_t limit = std::min(cwnd_, win_) + sacked_;
+  while (seg_idx_ < sends_.size() &&
+         static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < std::min(limit, rwin_)) {
     SendSlot& s = sends_.at(seg_idx_);
     TxPkt& p = inflight_[snd_nxt_ & mask_];
     p.len = static_cast<uint16_t>(std::min<uint64_t>(seg, s.req.len - seg_off_));
@@ -86,7 +103,7 @@ bool DpdkEndpoint::transmit(uint32_t seq) {
   h->tag = p.tag;
   h->msg_len = p.msg_len;
   h->offset = p.offset;
-  fill_ack(h);
+  fill_ack(h, nullptr);
   const auto& o = t_->opts();
   if (o.zero_copy && p.len >= o.zero_copy_min) {
     // The payload stays in the caller's memory: a second mbuf points at it, with its
@@ -142,7 +159,7 @@ void DpdkEndpoint::rtt_sample(uint64_t rtt) {
   rto_ = std::clamp<uint64_t>(srtt_ + 4 * rttvar_, o.rto_min_ns, o.rto_max_ns);
 }
 
-void DpdkEndpoint::on_ack(const WireHdr& h) {
+void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_words) {
   if (!connected_) {  // the SYN-ACK was lost, but the peer already talks to us
     remote_conn_ = h.src_conn;
     connected_ = true;
@@ -153,7 +170,11 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     // ack also covers packets held behind the hole it filled, sent long before: their age is
     // the loss recovery, not the round trip (it drove the RTO to its 200 ms cap at 5 % loss).
     bool resent = false;
-    for (uint32_t s = snd_una_; s != h.ack && !resent; ++s) resent = inflight_[s & mask_].tries > 1;
+    for (uint32_t s = snd_una_; s != h.ack; ++s) {
+      const TxPkt& p = inflight_[s & mask_];
+      resent |= p.tries > 1;
+      sacked_ -= p.sacked;
+    }
     const TxPkt& last = inflight_[(h.ack - 1) & mask_];
     if (!resent) rtt_sample(t_->now() - last.sent);
     grow_window(static_cast<uint32_t>(adv));
@@ -162,14 +183,19 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
     last_advance_ = t_->now();
     complete_sends();
   }
-  // Selective acks: bit i = packet ack + i is held by the peer.
-  if (h.sack == 0) return;
+  // Selective acks: bit i of word j = packet ack + 64 j + i is held by the peer.
+  if (h.sack == 0 && ext_words == 0) return;
   uint32_t highest = snd_una_;
-  for (uint32_t i = 0; i < 64; ++i) {
-    uint32_t s = h.ack + i;
-    if (!(h.sack >> i & 1) || seq_diff(s, snd_una_) < 0 || seq_diff(s, snd_nxt_) >= 0) continue;
-    inflight_[s & mask_].sacked = true;
-    highest = s;
+  for (uint32_t j = 0; j <= ext_words; ++j) {
+    for (uint64_t w = j ? ext[j - 1] : h.sack; w; w &= w - 1) {
+      const uint32_t s = h.ack + 64 * j + static_cast<uint32_t>(std::countr_zero(w));
+      if (seq_diff(s, snd_una_) < 0) continue;
+      if (seq_diff(s, snd_nxt_) >= 0) break;
+      TxPkt& p = inflight_[s & mask_];
+      sacked_ += !p.sacked;
+      p.sacked = true;
+      highest = s;
+    }
   }
   // Fast retransmit: a hole with at least three held packets after it was lost, not late.
   // A hole already resent this way is resent again once that copy had two round trips to
@@ -191,9 +217,10 @@ void DpdkEndpoint::on_ack(const WireHdr& h) {
 }
 
 // Loss shrinks the window (halved once per round trip, down to kMinLossWindow) and loss-free
-// acks grow it back by one packet per four acknowledged. Not congestion control: with a
-// 64-packet selective ack, holes further into a large window are found one round trip at a
-// time, and at 1 % loss a 256-packet window moved 2.8x the goodput of a 1024-packet one.
+// acks grow it back by one packet per four acknowledged. Not congestion control: random loss
+// costs less with a shorter queue at the receiver, since a retransmission waits behind it.
+// Measured at 0.1 %, 1 % and 5 % loss, this beat keeping the window (halving on timeouts
+// only) and a 7/8 decrease.
 void DpdkEndpoint::on_loss(uint32_t seq) {
   if (seq_diff(seq, recover_) < 0) return;  // this round trip's loss was already counted
   recover_ = snd_nxt_;
@@ -292,12 +319,12 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
   need_ack_ = true;
   const int32_t d = seq_diff(h.seq, rcv_nxt_);
   RxSlot& s = rx_[h.seq & mask_];
-  if (d < 0 || (d < static_cast<int32_t>(win_) && s.present)) {
+  if (d < 0 || (d < static_cast<int32_t>(rwin_) && s.present)) {
     ++t_->counters_.dup_pkts;
     rte_pktmbuf_free(m);
     return;
   }
-  if (d >= static_cast<int32_t>(win_)) {
+  if (d >= static_cast<int32_t>(rwin_)) {
     ++t_->counters_.window_drops;
     rte_pktmbuf_free(m);
     return;
@@ -305,6 +332,9 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
   if (d > 0) ++t_->counters_.out_of_order;
   if (seq_diff(h.seq + 1, rx_high_) > 0) rx_high_ = h.seq + 1;
   int mi = lookup_msg(h.msg_id);
+  // The next message to match may start behind a hole: every earlier one is matched, so the
+  // order holds, and its packets go straight to the buffer instead of being held.
+  if (mi < 0 && d > 0 && h.msg_id == next_match_ && h.offset == 0) mi = match_new(h);
   if (mi >= 0) {
     const InMsg& im = msgs_[mi];
     if (im.tag != h.tag || im.len != h.msg_len) {
@@ -327,6 +357,7 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
   s.h = h;
   s.msg = mi;
   s.present = true;
+  rx_bits_[(h.seq & mask_) >> 6] |= uint64_t{1} << (h.seq & 63);
   if (d == 0) advance();
 }
 
@@ -387,6 +418,7 @@ void DpdkEndpoint::advance() {
     const int mi = s.msg;
     const bool last = s.h.offset + s.h.seg_len == s.h.msg_len;
     s.present = false;
+    rx_bits_[(rcv_nxt_ & mask_) >> 6] &= ~(uint64_t{1} << (rcv_nxt_ & 63));
     s.msg = -1;
     ++rcv_nxt_;
     need_ack_ = true;

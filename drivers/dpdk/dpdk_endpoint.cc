@@ -6,6 +6,7 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "log.h"
@@ -19,13 +20,15 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   peer_name_ = p.peer_name.empty() ? remote_ : p.peer_name;
   const auto& o = t->opts();
   win_ = static_cast<uint32_t>(o.window);
-  mask_ = win_ - 1;
+  rwin_ = kRecvWindows * win_;
+  mask_ = rwin_ - 1;
   sends_.init(static_cast<size_t>(o.max_outstanding));
-  inflight_.resize(win_);
-  rx_.resize(win_);
-  msg_map_.assign(win_, -1);
+  inflight_.resize(rwin_);
+  rx_.resize(rwin_);
+  rx_bits_.assign(rwin_ / 64, 0);  // windows are powers of two >= 64
+  msg_map_.assign(rwin_, -1);
   recvs_.init(static_cast<size_t>(o.max_outstanding));
-  msgs_.resize(2 * win_);
+  msgs_.resize(rwin_);
   for (int i = static_cast<int>(msgs_.size()); i-- > 0;) free_msgs_.push_back(i);
   rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
 
@@ -63,6 +66,7 @@ void DpdkEndpoint::start_passive(uint64_t key, uint32_t remote_conn, uint32_t wn
   remote_conn_ = remote_conn;
   connected_ = true;
   win_ = std::min(win_, std::max<uint32_t>(1, wnd));
+  rwin_ = kRecvWindows * win_;
   send_control(PktType::kSynAck);
   if (t_->reserve_completion()) ++outstanding_;  // kept for the endpoint-error event
 }
@@ -73,6 +77,7 @@ void DpdkEndpoint::on_synack(const WireHdr& h) {
     remote_conn_ = h.src_conn;
     connected_ = true;
     win_ = std::min(win_, std::max<uint32_t>(1, h.wnd));
+    rwin_ = kRecvWindows * win_;
     t_->log_->debug("dpdk: connected to {} ({})", peer_name_, remote_);
   }
 }
@@ -84,8 +89,17 @@ void DpdkEndpoint::send_control(PktType type) {
   if (type == PktType::kSyn || type == PktType::kSynAck) {
     h->tag = key_;
     h->wnd = static_cast<uint32_t>(t_->opts().window);
+  } else if (type == PktType::kAck) {
+    uint64_t ext[kMaxSackWords];
+    if (uint32_t n = fill_ack(h, ext); n > 0) {
+      char* d = rte_pktmbuf_append(m, static_cast<uint16_t>(n * 8));
+      if (d) {
+        std::memcpy(d, ext, n * 8);
+        h->seg_len = static_cast<uint16_t>(n * 8);
+      }
+    }
   } else {
-    fill_ack(h);
+    fill_ack(h, nullptr);
   }
   last_tx_ = t_->now();
   t_->send_frame(*this, m);
@@ -205,6 +219,7 @@ void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
     }
     s = RxSlot{};
   }
+  std::fill(rx_bits_.begin(), rx_bits_.end(), 0);
   complete(0, 0, 0, Op::kEndpointError, code);
 }
 

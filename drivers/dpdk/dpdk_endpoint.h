@@ -1,13 +1,14 @@
 /// @file dpdk_endpoint.h
 /// One connection over the transport's port. Send side: posted sends are cut into packets of
 /// at most one MTU, numbered, kept in a window until acknowledged (cumulative ack plus a
-/// 64-packet selective-ack bitmap), retransmitted on timeout (RTO from measured RTT, doubled
-/// per consecutive timeout) or early when three later packets were acknowledged (fast
-/// retransmit); a send completes once all its packets are acknowledged. Receive side: a packet
-/// of an already matched message is copied into the posted buffer at once, whatever its order;
-/// others are held (bounded) until every earlier packet is in, so messages are matched to
-/// receives in send order; the cumulative ack only moves past consumed packets, which is the
-/// flow control. A silent peer with requests pending fails the endpoint (RemoteError).
+/// selective-ack bitmap of the receive buffer), retransmitted on timeout (RTO from measured
+/// RTT, doubled per consecutive timeout) or early when three later packets were acknowledged
+/// (fast retransmit); a send completes once all its packets are acknowledged. Receive side: a
+/// packet of an already matched message is copied into the posted buffer at once, whatever its
+/// order, and so is the next message to match once its first packet is in; others are held
+/// (bounded) until every earlier packet is in, so messages are matched to receives in send
+/// order; the cumulative ack only moves past consumed packets, which is the flow control. A
+/// silent peer with requests pending fails the endpoint (RemoteError).
 /// Thread-safety: none; owned by the caller, driven by its DpdkTransport.
 #pragma once
 
@@ -44,7 +45,8 @@ class DpdkEndpoint final : public Endpoint {
 
   // --- data path (dpdk_datapath.cc, dpdk_rx.cc) ---
   void on_data(const WireHdr& h, rte_mbuf* m, uint32_t payload_off);
-  void on_ack(const WireHdr& h);
+  /// `ext`: the ack's `ext_words` selective-ack words after the header's.
+  void on_ack(const WireHdr& h, const uint64_t* ext = nullptr, uint32_t ext_words = 0);
   void on_synack(const WireHdr& h);
   void on_fin(const WireHdr& h);
   void pump();
@@ -120,7 +122,8 @@ class DpdkEndpoint final : public Endpoint {
   Status check_send(const SendRequest& r) const;
   Status check_recv(const RecvRequest& r) const;
   bool transmit(uint32_t seq);
-  void fill_ack(WireHdr* h);
+  uint32_t fill_ack(WireHdr* h, uint64_t* ext);
+  uint64_t held_bits(uint32_t seq) const;
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
   void complete_sends();
   void retransmit_timed_out(uint64_t now);
@@ -147,7 +150,14 @@ class DpdkEndpoint final : public Endpoint {
   size_t seg_idx_ = 0;  // index in sends_ of the send being cut into packets
   uint64_t seg_off_ = 0;
   uint32_t snd_una_ = 0, snd_nxt_ = 0, msg_tx_ = 0;
-  uint32_t win_ = 0, mask_ = 0;
+  // win_: packets in flight not yet held by the peer (sent, neither acknowledged nor
+  // selectively acknowledged). rwin_ = kRecvWindows * win_: the receive buffer, and how far
+  // past the oldest unacknowledged packet the sender may go. A loss stops the cumulative ack
+  // while the retransmission queues behind a window of packets at the receiver; with a buffer
+  // of only win_ the sender then stalls and the receiver idles once per loss.
+  static constexpr uint32_t kRecvWindows = 2;
+  uint32_t win_ = 0, rwin_ = 0, mask_ = 0;
+  uint32_t sacked_ = 0;  // packets in [snd_una_, snd_nxt_) selectively acknowledged
   std::vector<TxPkt> inflight_;
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
   int backoff_ = 0;
@@ -155,6 +165,7 @@ class DpdkEndpoint final : public Endpoint {
   uint32_t cwnd_ = ~0u, cwnd_acc_ = 0, recover_ = 0;  // window after losses (see on_loss)
   // Receive side.
   std::vector<RxSlot> rx_;
+  std::vector<uint64_t> rx_bits_;  // bit seq & mask_: rx_[seq & mask_].present (for the sack)
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
   uint32_t rx_high_ = 0;  // one past the highest packet number accepted
   std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message

@@ -134,9 +134,16 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
     case PktType::kData:
       ep->on_data(h, m, static_cast<uint32_t>(kHdrsLen));
       return;
-    case PktType::kAck:
-      ep->on_ack(h);
+    case PktType::kAck: {
+      uint64_t ext[kMaxSackWords];  // more selective-ack words (checked: whole, at most 63)
+      const uint32_t n = h.seg_len / 8;
+      if (n > 0) {
+        const void* p = rte_pktmbuf_read(m, static_cast<uint32_t>(kHdrsLen), h.seg_len, ext);
+        if (p != ext) std::memcpy(ext, p, h.seg_len);
+      }
+      ep->on_ack(h, ext, n);
       break;
+    }
     case PktType::kSynAck:
       ep->on_synack(h);
       break;

@@ -100,7 +100,7 @@ GW_REGISTER_DRIVER(
     {"dpdk.mbufs", ConfigType::kInt, "8191", "mbufs per pool (one pool each for rx and tx)"},
     {"dpdk.window", ConfigType::kInt, "0",
      "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a ring bus); "
-     "also the receive window"},
+     "the receive buffer holds twice as many"},
     {"dpdk.held_max", ConfigType::kInt, "4096",
      "out-of-order packets held per transport before new ones are dropped"},
     {"dpdk.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},

@@ -4,6 +4,9 @@
 /// The gradwire header is little-endian (like the TCP driver's); the outer headers are in
 /// network order. Sequence numbers count packets per connection (32-bit, serial arithmetic).
 ///
+/// Version 2: an ack (kAck) may carry more selective-ack words as its payload, so a receiver
+/// reports every packet it holds in the window, not only the first 64 past the ack.
+///
 /// Address payload (after the 9-byte Address header): MAC (6), IPv4 (4, network order),
 /// UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus).
 #pragma once
@@ -16,14 +19,16 @@ namespace gw::drv::dpdk {
 static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
 
 inline constexpr uint32_t kMagic = 0x31445747;  // "GWD1"
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
 inline constexpr uint8_t kAddrVersion = 1;
 inline constexpr size_t kAddrPayload = 13;
 inline constexpr uint8_t kNoRing = 0xff;
+/// Selective-ack words an ack may carry after its header (with the header's: 4096 packets).
+inline constexpr uint32_t kMaxSackWords = 63;
 
 enum class PktType : uint8_t {
   kData = 1,    ///< one segment of message msg_id: [offset, offset + seg_len) of msg_len
-  kAck = 2,     ///< ack/sack only; also the heartbeat
+  kAck = 2,     ///< ack/sack only, payload: more sack words (uint64 each); also the heartbeat
   kSyn = 3,     ///< tag = connection key, src_conn = dialler's id, wnd = its window
   kSynAck = 4,  ///< tag = connection key, dst_conn = dialler's id, src_conn = acceptor's id
   kFin = 5,     ///< the sender closed the connection
@@ -38,9 +43,11 @@ struct __attribute__((packed)) WireHdr {
   uint32_t src_conn;  ///< sender's connection id
   uint32_t seq;       ///< packet number (kData)
   uint32_t ack;       ///< cumulative: every packet before it was consumed
-  uint64_t sack;      ///< bit i: packet ack + 1 + i is held by the receiver
+  /// Bit i: packet ack + i is held by the receiver (bit 0 never is). Word j of an ack's
+  /// payload continues it: bit i is packet ack + 64 (j + 1) + i.
+  uint64_t sack;
   uint32_t msg_id;    ///< message number (kData)
-  uint32_t wnd;       ///< receive window in packets
+  uint32_t wnd;       ///< window in packets (the receive buffer holds twice as many)
   uint64_t tag;       ///< message tag (kData) or connection key (kSyn, kSynAck)
   uint64_t msg_len;
   uint64_t offset;
@@ -68,6 +75,9 @@ inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg
       if (h.seg_len == 0 && h.msg_len != 0) return "empty segment of a non-empty message";
       return nullptr;
     case PktType::kAck:
+      return h.seg_len % 8 == 0 && h.seg_len <= kMaxSackWords * 8
+                 ? nullptr
+                 : "ack with a selective-ack payload that is not whole words or too long";
     case PktType::kSyn:
     case PktType::kSynAck:
     case PktType::kFin:

@@ -335,8 +335,21 @@ TEST(DpdkRing, MoreBadFramesAndAnOversizeMessage) {
   h.type = 9;
   inj.send(frame(sb, sa, h, pay));  // unknown packet type
   h = good;
-  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kAck);
+  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kFin);
   inj.send(frame(sb, sa, h, pay));  // control packet with payload
+  // Wire version 2: an ack's payload is selective-ack words, whole and at most 63 of them.
+  h = good;
+  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kAck);
+  h.seg_len = 60;
+  inj.send(frame(sb, sa, h, std::vector<uint8_t>(60, 0xff)));  // not whole words
+  h.seg_len = 8 * (drv::dpdk::kMaxSackWords + 1);
+  inj.send(frame(sb, sa, h, std::vector<uint8_t>(h.seg_len, 0xff)));  // too many words
+  h.seg_len = 64;
+  h.sack = ~uint64_t{0};
+  inj.send(frame(sb, sa, h, std::vector<uint8_t>(64, 0xff)));  // valid (stale): taken, no harm
+  h = good;
+  h.version = 1;
+  inj.send(frame(sb, sa, h, pay));  // the version before selective-ack payloads
   h = good;
   h.msg_len = 2u << 20;
   inj.send(frame(sb, sa, h, pay));  // message beyond dpdk.max_message_bytes
@@ -358,7 +371,7 @@ TEST(DpdkRing, MoreBadFramesAndAnOversizeMessage) {
   inj.send(f);  // UDP length disagrees with the IP length
   drive(a, 50);
   auto mid = a.transport().stats();
-  EXPECT_EQ(mid["bad_header"] - before["bad_header"], 4u);
+  EXPECT_EQ(mid["bad_header"] - before["bad_header"], 7u);
   EXPECT_EQ(mid["not_for_us"] - before["not_for_us"], 1u);
   EXPECT_EQ(mid["bad_frames"] - before["bad_frames"], 2u);
   EXPECT_EQ(mid["msgs_received"], before["msgs_received"]);
