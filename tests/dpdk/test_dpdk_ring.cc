@@ -85,6 +85,13 @@ TEST_P(DpdkLoss, BitExactWithLossDuplicationReorderingCorruption) {
 
 INSTANTIATE_TEST_SUITE_P(Loss, DpdkLoss, ::testing::Values(0.001, 0.01, 0.05));
 
+// A 1024-packet window at 3 % loss: holes lie further than 64 packets past the cumulative
+// ack (selective-ack words in the ack's payload), and messages start behind holes.
+TEST(DpdkRing, WideWindowUnderLossBitExact) {
+  pair_plan("dpdk:ring=wide,window=1024,tx_drop=0.03,rx_drop=0.01,tx_reorder=0.01",
+            {1 << 20, (1 << 20) + 3, 4 << 20, 1409, 0}, 2);
+}
+
 // --- crafted frames ---
 
 struct Side {
