@@ -382,7 +382,7 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
   txq_.push(it);
 }
 
-void RdmaEndpoint::fail(const Status& st) {
+void RdmaEndpoint::fail(const Status& st, bool keep_buffered) {
   if (failed()) return;
   error_ = st;
   for (Lane& lane : lanes_) {  // first: nothing may land in buffers released below
@@ -409,8 +409,12 @@ void RdmaEndpoint::fail(const Status& st) {
     if (rv.bounce) t_->unexpected_used_ -= rv.len;
     rv = RndvRecv{};
   }
-  for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
-  unexp_.clear();
+  // Kept: whole eager messages (pulled ones that landed became such). The rest never will be.
+  auto gone = [&](const Unexpected& u) {
+    return !keep_buffered || u.type != MsgType::kEager || u.rndv != kNoSlot;
+  };
+  for (auto& u : unexp_) t_->unexpected_used_ -= gone(u) && u.data ? u.len : 0;
+  std::erase_if(unexp_, gone);
   txq_.clear();
   ctrl_ = Fd();  // closing it leaves the epoll set
   complete(0, 0, 0, Op::kEndpointError, code);

@@ -62,7 +62,9 @@ class RdmaEndpoint final : public Endpoint {
   bool has_tx() const {
     return !txq_.empty() || rstaged_ > 0 || credit_due() || copies_in_ > 0 || !starved_.empty();
   }
-  void fail(const Status& st);
+  /// Fails every pending request and the endpoint. `keep_buffered`: the peer left cleanly,
+  /// so messages that arrived whole and wait for their receive stay receivable.
+  void fail(const Status& st, bool keep_buffered = false);
   bool failed() const { return !error_.ok(); }
   /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
   int find_unexpected(uint64_t tag) const;

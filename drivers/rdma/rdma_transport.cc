@@ -426,7 +426,8 @@ void RdmaTransport::service_events() {
             for (int j = 0; j < k; ++j) handle_wc(wc[j]);
           ep->fail(Status(Code::kUnavailable, "rdma: " + ep->peer_name() +
                                                   " closed its control connection (process "
-                                                  "exited or endpoint destroyed)"));
+                                                  "exited or endpoint destroyed)"),
+                   true);
         }
         break;
       }
@@ -539,7 +540,7 @@ Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
     RdmaEndpoint* best = nullptr;
     int best_u = -1;
     for (RdmaEndpoint* ep : eps_) {
-      if (!ep || !ep->bound_ || ep->failed()) continue;
+      if (!ep || !ep->bound_) continue;  // a failed one may hold messages from before
       int u = ep->find_unexpected(r.tag);
       if (u >= 0 && (!best || ep->arrival_of(u) < best->arrival_of(best_u))) {
         best = ep;

@@ -57,6 +57,11 @@ void run_ranks(const TransportCase& c, int ranks, const std::function<void(Group
 /// for tests that drive several ranks from one thread. Empty (with a failure) on error.
 std::vector<std::unique_ptr<Group>> make_groups(const TransportCase& c, int ranks);
 
+/// Rank 1 sends messages of 0 B .. 3 MiB to rank 0 and leaves (its transport destroyed) once
+/// they are sent; rank 0 sees the endpoint error, then posts the receives and must get every
+/// byte; one receive more fails naming the close. Asserts with gtest.
+void close_then_receive(const TransportCase& tc);
+
 /// One posted request and what became of it.
 struct Req {
   bool is_send = false;

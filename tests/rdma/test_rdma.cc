@@ -185,6 +185,11 @@ TEST_F(Rdma, UnexpectedRendezvousIsPulled) {
   EXPECT_EQ(groups[1]->transport().stats()["unexpected_bytes_now"], 0u);
 }
 
+// A peer that sent and then left (its transport destroyed): eager messages and rendezvous ones
+// pulled unexpectedly stay receivable after its control connection closes.
+TEST_F(Rdma, MessagesSentBeforeACleanCloseStayReceivable) { close_then_receive(kRxe); }
+TEST_F(Rdma, CleanCloseTwoQps) { close_then_receive(kRxeQps2); }
+
 // Registration cache: the same range hits, a sub-range hits, deregistration invalidates.
 TEST_F(Rdma, RegistrationCacheHitsAndInvalidation) {
   auto t = Transport::open(kRxe.spec);
