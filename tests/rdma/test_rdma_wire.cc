@@ -158,6 +158,18 @@ TEST_F(RdmaWire, ClearToSendForUnknownSend) {
   expect_protocol_error(inject(header_only(h)), "not waiting for one");
 }
 
+// A staging window (kWin) for a send that does not exist.
+TEST_F(RdmaWire, WindowForUnknownSend) {
+  rd::MsgHdr h;
+  h.type = static_cast<uint8_t>(rd::MsgType::kWin);
+  h.id = 999;
+  h.len = 4096;
+  h.addr = 0x1000;
+  h.rkey = 0x1234;
+  h.stripes = 1;
+  expect_protocol_error(inject(header_only(h)), "window for a send that is not waiting");
+}
+
 // A zero-length WRITE with immediate naming a receive slot that waits for nothing.
 TEST_F(RdmaWire, WriteWithImmediateForUnknownSlot) {
   Raw r;
