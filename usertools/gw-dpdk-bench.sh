@@ -2,11 +2,16 @@
 # gw-perf over DPDK memif (two processes: memif server and client) beside gw-perf over TCP
 # loopback in the same run, dpdk-testpmd on the same kind of memif pair, and memif goodput
 # under injected loss. Figures for docs/bench-dpdk.md.
-#   usertools/gw-dpdk-bench.sh [BUILD_DIR] [SECONDS]     (defaults: build, 2)
+#   usertools/gw-dpdk-bench.sh [BUILD_DIR] [SECONDS] [SECTIONS] [ROUNDS]
+# Defaults: build, 2, "lat bw testpmd loss", 1. ROUNDS repeats the loss rows, interleaved
+# (lossless, 0.1 %, 1 %, 5 %, then again): on a busy 2-CPU machine one run of each swings.
 # Needs dpdk-testpmd (Debian package dpdk) for the testpmd rows; they are skipped without it.
 set -euo pipefail
 B=${1:-build}
 D=${2:-2}
+SECTIONS=${3:-lat bw testpmd loss}
+ROUNDS=${4:-1}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 P=$B/apps/gw-perf/gw-perf
 export GW_LOG_LEVEL=${GW_LOG_LEVEL:-warn}
 port=18700
@@ -46,24 +51,32 @@ testpmd() {
   grep -E 'Rx-pps' /tmp/gw-bench-tpa-$$.log | sort -k2 -n | tail -1 || echo "  (failed)"
   rm -f /tmp/gw-bench-tp*-$$.log "$s"
 }
-echo "== latency, 64 B, busy polling (half round trip, usec) =="
-echo "-- dpdk memif";     run $(memif "") --test lat -s 64 -n 20000 --busy
-echo "-- tcp loopback";   run tcp tcp --test lat -s 64 -n 20000 --busy
-echo "-- tcp loopback, blocking wait"; run tcp tcp --test lat -s 64 -n 20000
-for s in 64 65536 1M 8M; do
-  echo "== bandwidth, $s B, unidirectional, default wait =="
-  echo "-- dpdk memif";   run $(memif "") --test bw -s $s -D $D
-  echo "-- tcp loopback"; run tcp tcp --test bw -s $s -D $D
-done
-if command -v dpdk-testpmd >/dev/null; then
+if want lat; then
+  echo "== latency, 64 B, busy polling (half round trip, usec) =="
+  echo "-- dpdk memif";     run $(memif "") --test lat -s 64 -n 20000 --busy
+  echo "-- tcp loopback";   run tcp tcp --test lat -s 64 -n 20000 --busy
+  echo "-- tcp loopback, blocking wait"; run tcp tcp --test lat -s 64 -n 20000
+fi
+if want bw; then
+  for s in 64 65536 1M 8M; do
+    echo "== bandwidth, $s B, unidirectional, default wait =="
+    echo "-- dpdk memif";   run $(memif "") --test bw -s $s -D $D
+    echo "-- tcp loopback"; run tcp tcp --test bw -s $s -D $D
+  done
+fi
+if want testpmd && command -v dpdk-testpmd >/dev/null; then
   echo "== dpdk-testpmd on a memif pair, 64 B packets (server Rx-pps) =="
   echo "-- io forwarding both sides (client starts with --tx-first)"
   testpmd io io --tx-first
   echo "-- client txonly, server rxonly"
   testpmd rxonly txonly
 fi
-for loss in 0 0.001 0.01 0.05; do
-  echo "== memif goodput, 1 MiB messages, tx_drop=$loss on both sides =="
-  run $(memif ",tx_drop=$loss") --test bw -s 1M -D $D
-done
+if want loss; then
+  for r in $(seq "$ROUNDS"); do
+    for loss in 0 0.001 0.01 0.05; do
+      echo "== memif goodput, 1 MiB messages, tx_drop=$loss on both sides (round $r) =="
+      run $(memif ",tx_drop=$loss") --test bw -s 1M -D $D
+    done
+  done
+fi
 echo "# end: load $(cut -d' ' -f1-3 /proc/loadavg)"
