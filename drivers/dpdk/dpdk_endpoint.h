@@ -1,14 +1,15 @@
 /// @file dpdk_endpoint.h
 /// One connection over the transport's port. Send side: posted sends are cut into packets of
-/// at most one MTU, numbered, kept in a window until acknowledged (cumulative ack plus a
-/// selective-ack bitmap of the receive buffer), retransmitted on timeout (RTO from measured
-/// RTT, doubled per consecutive timeout) or early when three later packets were acknowledged
-/// (fast retransmit); a send completes once all its packets are acknowledged. Receive side: a
-/// packet of an already matched message is copied into the posted buffer at once, whatever its
-/// order, and so is the next message to match once its first packet is in; others are held
-/// (bounded) until every earlier packet is in, so messages are matched to receives in send
-/// order; the cumulative ack only moves past consumed packets, which is the flow control. A
-/// silent peer with requests pending fails the endpoint (RemoteError).
+/// at most one MTU (small messages queued together share one packet, a batch), numbered, kept
+/// in a window until acknowledged (cumulative ack plus a selective-ack bitmap of the receive
+/// buffer), retransmitted on timeout (RTO from measured RTT, doubled per consecutive timeout)
+/// or early when three later packets were acknowledged (fast retransmit); a send completes once
+/// all its packets are acknowledged. Receive side: a packet of an already matched message is
+/// copied into the posted buffer at once, whatever its order, and so is the next message to
+/// match once its first packet is in; others (and batches) are held (bounded) until every
+/// earlier packet is in, so messages are matched to receives in send order; the cumulative ack
+/// only moves past consumed packets, which is the flow control. A silent peer with requests
+/// pending fails the endpoint (RemoteError).
 /// Thread-safety: none; owned by the caller, driven by its DpdkTransport.
 #pragma once
 
@@ -43,7 +44,7 @@ class DpdkEndpoint final : public Endpoint {
   void start_active(uint64_t key, Deadline deadline);
   void start_passive(uint64_t key, uint32_t remote_conn, uint32_t wnd);
 
-  // --- data path (dpdk_datapath.cc, dpdk_rx.cc) ---
+  // --- data path (dpdk_datapath.cc, dpdk_recv.cc, dpdk_rx.cc) ---
   void on_data(const WireHdr& h, rte_mbuf* m, uint32_t payload_off);
   /// `ext`: the ack's `ext_words` selective-ack words after the header's.
   void on_ack(const WireHdr& h, const uint64_t* ext = nullptr, uint32_t ext_words = 0);
@@ -94,6 +95,7 @@ class DpdkEndpoint final : public Endpoint {
     uint64_t tag = 0, msg_len = 0, offset = 0, sent = 0;
     uint32_t msg_id = 0;
     uint16_t len = 0;
+    uint16_t batch = 0;  // messages in a kBatch packet (0: kData)
     uint8_t tries = 0;
     bool sacked = false, fast = false;
   };
@@ -101,6 +103,7 @@ class DpdkEndpoint final : public Endpoint {
     WireHdr h{};
     rte_mbuf* m = nullptr;  // held packet; null once placed
     uint32_t off = 0;       // payload offset in m
+    uint32_t sub = 0;       // kBatch: messages of it already consumed
     int msg = -1;
     bool present = false;
   };
@@ -132,6 +135,9 @@ class DpdkEndpoint final : public Endpoint {
   int lookup_msg(uint32_t msg_id) const;
   int match_new(const WireHdr& h);
   void place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off);
+  void copy_in(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off);
+  bool consume_batch(RxSlot& s);
+  int pump_batch();
   void finish_msg(int m);
   void deliver_unexpected(int m);
   void release_msg(int m);
@@ -150,6 +156,7 @@ class DpdkEndpoint final : public Endpoint {
   size_t seg_idx_ = 0;  // index in sends_ of the send being cut into packets
   uint64_t seg_off_ = 0;
   uint32_t snd_una_ = 0, snd_nxt_ = 0, msg_tx_ = 0;
+  uint32_t msg_una_ = 0;  // message number of sends_.front()
   // win_: packets in flight not yet held by the peer (sent, neither acknowledged nor
   // selectively acknowledged). rwin_ = kRecvWindows * win_: the receive buffer, and how far
   // past the oldest unacknowledged packet the sender may go. A loss stops the cumulative ack

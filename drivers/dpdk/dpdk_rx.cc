@@ -89,6 +89,23 @@ void DpdkTransport::rx_burst() {
   }
 }
 
+namespace {
+// The records of a kBatch packet lie inside its payload and cover it exactly.
+bool batch_ok(const rte_mbuf* m, const WireHdr& h, uint64_t max_msg) {
+  uint32_t off = 0;
+  for (uint64_t i = 0; i < h.msg_len; ++i) {
+    BatchRec r;
+    if (h.seg_len - off < sizeof r) return false;
+    const void* p = rte_pktmbuf_read(m, static_cast<uint32_t>(kHdrsLen + off), sizeof r, &r);
+    if (p != &r) std::memcpy(&r, p, sizeof r);
+    off += sizeof r;
+    if (r.len > h.seg_len - off || r.len > max_msg) return false;
+    off += r.len;
+  }
+  return off == h.seg_len;
+}
+}  // namespace
+
 // Checks one frame and hands it to its endpoint; frees it unless the endpoint keeps it.
 void DpdkTransport::handle_frame(rte_mbuf* m) {
   ++counters_.pkts_received;
@@ -122,6 +139,8 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   std::memcpy(&h, f + kEthLen + kIpLen + kUdpLen, sizeof h);
   const uint32_t payload = udp_len - static_cast<uint32_t>(kUdpLen + sizeof(WireHdr));
   if (check_wire(h, payload, opts_.max_message)) return drop(counters_.bad_header);
+  if (h.type == static_cast<uint8_t>(PktType::kBatch) && !batch_ok(m, h, opts_.max_message))
+    return drop(counters_.bad_header);
   if (h.type == static_cast<uint8_t>(PktType::kSyn)) {
     handle_syn(h, f);
     return rte_pktmbuf_free(m);
@@ -132,6 +151,7 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   ep->last_rx_ = now_;
   switch (static_cast<PktType>(h.type)) {
     case PktType::kData:
+    case PktType::kBatch:
       ep->on_data(h, m, static_cast<uint32_t>(kHdrsLen));
       return;
     case PktType::kAck: {

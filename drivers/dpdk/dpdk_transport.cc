@@ -524,7 +524,7 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
           {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
           {"truncated_recvs", c.truncated_recvs}, {"endpoint_errors", c.endpoint_errors},
           {"zero_copy_pkts", c.zero_copy_pkts}, {"copied_pkts", c.copied_pkts},
-          {"heartbeats", c.heartbeats},       {"syn_parked", c.syn_parked},
+          {"heartbeats", c.heartbeats},       {"syn_parked", c.syn_parked},       {"batch_pkts", c.batch_pkts},
           {"syn_dropped", c.syn_dropped},     {"endpoints", eps_.size()},
           {"fault_rx_dropped", rf.dropped},   {"fault_rx_duplicated", rf.duplicated},
           {"fault_rx_reordered", rf.reordered}, {"fault_rx_corrupted", rf.corrupted},

@@ -120,7 +120,7 @@ class DpdkTransport final : public Transport {
     uint64_t bad_frames = 0, bad_checksum = 0, not_for_us = 0, unknown_conn = 0;
     uint64_t bad_header = 0, bad_segment = 0, unexpected_msgs = 0, truncated_recvs = 0;
     uint64_t endpoint_errors = 0, zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
-    uint64_t syn_parked = 0, syn_dropped = 0;
+    uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
 

@@ -6,6 +6,7 @@
 ///
 /// Version 2: an ack (kAck) may carry more selective-ack words as its payload, so a receiver
 /// reports every packet it holds in the window, not only the first 64 past the ack.
+/// Version 3: kBatch carries several whole small messages in one packet.
 ///
 /// Address payload (after the 9-byte Address header): MAC (6), IPv4 (4, network order),
 /// UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus).
@@ -19,7 +20,7 @@ namespace gw::drv::dpdk {
 static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
 
 inline constexpr uint32_t kMagic = 0x31445747;  // "GWD1"
-inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kVersion = 3;
 inline constexpr uint8_t kAddrVersion = 1;
 inline constexpr size_t kAddrPayload = 13;
 inline constexpr uint8_t kNoRing = 0xff;
@@ -32,7 +33,16 @@ enum class PktType : uint8_t {
   kSyn = 3,     ///< tag = connection key, src_conn = dialler's id, wnd = its window
   kSynAck = 4,  ///< tag = connection key, dst_conn = dialler's id, src_conn = acceptor's id
   kFin = 5,     ///< the sender closed the connection
+  kBatch = 6,   ///< msg_len whole messages from msg_id on, each a BatchRec and its bytes
 };
+
+/// One message of a kBatch packet, followed by its `len` bytes.
+struct __attribute__((packed)) BatchRec {
+  uint64_t tag;
+  uint32_t len;
+  uint32_t reserved;
+};
+static_assert(sizeof(BatchRec) == 16);
 
 struct __attribute__((packed)) WireHdr {
   uint32_t magic;
@@ -74,6 +84,10 @@ inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg
         return "segment outside its message";
       if (h.seg_len == 0 && h.msg_len != 0) return "empty segment of a non-empty message";
       return nullptr;
+    case PktType::kBatch:  // the records are walked by batch_ok() (dpdk_rx.cc)
+      return h.msg_len >= 2 && h.msg_len <= h.seg_len / sizeof(BatchRec) && h.offset == 0
+                 ? nullptr
+                 : "batch with a bad message count";
     case PktType::kAck:
       return h.seg_len % 8 == 0 && h.seg_len <= kMaxSackWords * 8
                  ? nullptr
