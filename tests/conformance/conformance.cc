@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 namespace gw::conformance {
 namespace {
 
@@ -57,10 +59,12 @@ std::vector<TransportCase> built_cases(std::string_view driver) {
 std::ostream& operator<<(std::ostream& os, const TransportCase& c) { return os << c.spec; }
 
 Result<std::unique_ptr<Transport>> open_case(const TransportCase& c) {
-  return Transport::open(c.spec);
+  return Transport::open(
+      expand_spec(c.spec, std::max(0, child_rank()), std::to_string(::getpid()) + "_open"));
 }
 
 void skip_unless_available(const TransportCase& c) {
+  if (is_process_row(c)) return;  // each rank's process opens its own; its failure fails the test
   auto t = open_case(c);
   if (t.ok()) return;
   if (t.status().code() == Code::kUnavailable) {
@@ -134,6 +138,7 @@ std::unique_ptr<Group> join(const TransportCase& c, const std::shared_ptr<Store>
 }  // namespace
 
 void run_ranks(const TransportCase& c, int ranks, const std::function<void(Group&)>& body) {
+  if (is_process_row(c)) return run_rank_procs(c, ranks, body);
   auto store = make_in_process_store();
   // Ranks stay connected until all are done, so a slow rank does not see its peers leave; a
   // rank that is done keeps polling meanwhile, because a polling transport (DPDK) acknowledges

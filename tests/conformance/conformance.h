@@ -38,6 +38,19 @@ std::ostream& operator<<(std::ostream& os, const TransportCase& c);
 /// Deadline for any one step of a test (group creation, one exchange).
 inline constexpr Nanos kStepTimeout = std::chrono::seconds(30);
 
+/// Process rows (rank_procs.cc): a spec with "{rank}" or "{role}" runs each rank in a process
+/// of its own (the test binary re-run for the current test), since some drivers own their
+/// device once per process (DPDK's EAL). Expanded per rank: "{rank}", "{role}" (server for
+/// rank 0, client otherwise), "{run}" (one id per group, e.g. for a memif socket path).
+bool is_process_row(const TransportCase& c);
+std::string expand_spec(const std::string& spec, int rank, const std::string& run);
+/// In a rank's process: its rank (GW_CONF_RANK); -1 in the test binary's own process.
+int child_rank();
+/// Runs rank r's process under `ip netns exec ns[r]` (empty: none), e.g. af_packet on veths.
+void set_rank_netns(std::vector<std::string> ns);
+/// run_ranks for process rows: spawns, waits (bounded) and checks every rank's verdict.
+void run_rank_procs(const TransportCase& c, int ranks, const std::function<void(Group&)>& body);
+
 /// Opens the transport or returns why not; Unavailable means "this machine has no such device".
 Result<std::unique_ptr<Transport>> open_case(const TransportCase& c);
 

@@ -211,22 +211,30 @@ TEST_P(SendRecv, SendWithAnyTagIsRejected) {
   });
 }
 
-TEST_P(SendRecv, PropertiesAndRegistration) {
-  auto t = open_case(tc());
-  ASSERT_TRUE(t.ok()) << t.status().to_string();
-  const TransportProperties& p = (*t)->properties();
-  EXPECT_EQ(p.name, tc().driver);
+void check_properties(Transport& t, const TransportCase& c) {
+  const TransportProperties& p = t.properties();
+  EXPECT_EQ(p.name, c.driver);
   EXPECT_GE(p.max_message_size, 64 * kMiB);
   EXPECT_GT(p.max_outstanding, 0u);
-  EXPECT_EQ((*t)->address().driver(), tc().driver);
+  EXPECT_EQ(t.address().driver(), c.driver);
   std::vector<uint8_t> buf(4096);
-  auto mr = (*t)->register_memory(buf.data(), buf.size(), MemKind::kHost);
+  auto mr = t.register_memory(buf.data(), buf.size(), MemKind::kHost);
   ASSERT_TRUE(mr.ok()) << mr.status().to_string();
   EXPECT_EQ(mr->addr(), buf.data());
   EXPECT_EQ(mr->length(), buf.size());
   EXPECT_EQ(mr->kind(), MemKind::kHost);
   EXPECT_TRUE(mr->contains(buf.data() + 100, 3996));
   EXPECT_FALSE(mr->contains(buf.data() + 100, 3997));
+}
+
+TEST_P(SendRecv, PropertiesAndRegistration) {
+  if (is_process_row(tc())) {  // its device exists in the ranks' processes only
+    run_ranks(tc(), 2, [&](Group& g) { check_properties(g.transport(), tc()); });
+    return;
+  }
+  auto t = open_case(tc());
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  check_properties(**t, tc());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tr, SendRecv, ::testing::ValuesIn(built_cases()), case_name);

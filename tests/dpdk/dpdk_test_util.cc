@@ -184,4 +184,31 @@ int sh(const std::string& cmd) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+Veth::Veth(const std::string& tag, const std::string& id) {
+  for (int i = 0; i < 2; ++i) {
+    ns[i] = "gw" + tag + "N" + std::to_string(i) + id;
+    iface[i] = "gw" + tag + std::to_string(i) + id;
+  }
+  if (::geteuid() != 0) {
+    why_ = "needs root to create network namespaces";
+    return;
+  }
+  if (sh("command -v ip >/dev/null") != 0) {
+    why_ = "the ip tool (iproute2) is missing";
+    return;
+  }
+  const std::string cmd =
+      "ip netns add " + ns[0] + " && ip netns add " + ns[1] + " && ip link add " + iface[0] +
+      " type veth peer name " + iface[1] + " && ip link set " + iface[0] + " netns " + ns[0] +
+      " && ip link set " + iface[1] + " netns " + ns[1] + " && ip -n " + ns[0] + " link set " +
+      iface[0] + " up && ip -n " + ns[1] + " link set " + iface[1] + " up && ip -n " + ns[0] +
+      " addr add 10.251.0.1/30 dev " + iface[0] + " && ip -n " + ns[1] +
+      " addr add 10.251.0.2/30 dev " + iface[1];
+  if (sh(cmd + " 2>&1") != 0) why_ = "creating the veth pair between namespaces failed";
+}
+
+Veth::~Veth() {
+  if (::geteuid() == 0) sh("ip netns del " + ns[0] + " 2>/dev/null; ip netns del " + ns[1] + " 2>/dev/null");
+}
+
 }  // namespace gw::dpdktest

@@ -39,4 +39,21 @@ int wait_helper(pid_t pid);
 /// Runs a shell command; @return its exit status.
 int sh(const std::string& cmd);
 
+/// Two network namespaces joined by a veth pair, addresses (10.251.0.1/30, .2) only inside
+/// them; removed on destruction. Names: namespaces gw<tag>N<id>, interfaces gw<tag><i><id>
+/// (i = 0, 1), so a spec can name rank r's interface with "{rank}". Needs root and `ip`.
+class Veth {
+ public:
+  Veth(const std::string& tag, const std::string& id);
+  ~Veth();
+  Veth(const Veth&) = delete;
+  Veth& operator=(const Veth&) = delete;
+  /// Empty when the pair exists, else why not.
+  const std::string& why() const { return why_; }
+  std::string ns[2], iface[2];
+
+ private:
+  std::string why_;
+};
+
 }  // namespace gw::dpdktest

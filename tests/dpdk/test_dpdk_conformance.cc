@@ -2,7 +2,13 @@
 // compiled into this binary) instantiated over DPDK ring-bus rows: ranks are threads of one
 // process, each with its own DPDK port on the bus. Runs with --gtest_filter=Dpdk*: the
 // conformance binary covers the other rows.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+
 #include "conformance.h"
+#include "dpdk_test_util.h"
 
 namespace gw::conformance {
 namespace {
@@ -27,6 +33,54 @@ std::vector<TransportCase> dpdk_rows_2() {
            "rx_reorder=0.01"}};
 }
 
+// net_memif between two processes (rank 0 the server), one socket per group. memif is point
+// to point: the two-rank suites.
+std::vector<TransportCase> memif_rows() {
+  return {{"dpdk_memif", "dpdk",
+           "dpdk:vdev=net_memif0,role={role},socket=/tmp/gw-conf-{run}/memif.sock,"
+           "peer_timeout_ms=10000"},
+          {"dpdk_memif_lossy", "dpdk",
+           "dpdk:vdev=net_memif0,role={role},socket=/tmp/gw-conf-{run}/memif.sock,"
+           "peer_timeout_ms=10000,tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01,rx_reorder=0.01"}};
+}
+
+// net_af_packet on a veth pair between two network namespaces that this binary makes: rank r
+// runs in namespace r on interface r. The names carry the id of the binary's own process,
+// which its rank processes inherit (GW_CONF_VETH_ID).
+std::string veth_id() {
+  const char* id = std::getenv("GW_CONF_VETH_ID");
+  return id ? id : std::to_string(::getpid() % 100000);
+}
+
+std::vector<TransportCase> af_packet_rows() {
+  static const std::string spec =
+      "dpdk:vdev=net_af_packet0,iface=gwcf{rank}" + veth_id() + ",peer_timeout_ms=10000";
+  static const std::string lossy = spec + ",tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01";
+  return {{"dpdk_af_packet", "dpdk", spec.c_str()},
+          {"dpdk_af_packet_lossy", "dpdk", lossy.c_str()}};
+}
+
+// Made once by the test binary's own process, never by a rank's.
+class VethEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (child_rank() >= 0) return;
+    ::setenv("GW_CONF_VETH_ID", veth_id().c_str(), 1);
+    veth_ = std::make_unique<dpdktest::Veth>("cf", veth_id());
+    if (!veth_->why().empty()) {
+      std::fprintf(stderr, "af_packet rows cannot run: %s\n", veth_->why().c_str());
+      return;
+    }
+    set_rank_netns({veth_->ns[0], veth_->ns[1]});
+  }
+  void TearDown() override { veth_.reset(); }
+
+ private:
+  std::unique_ptr<dpdktest::Veth> veth_;
+};
+[[maybe_unused]] ::testing::Environment* const g_veth =
+    ::testing::AddGlobalTestEnvironment(new VethEnv);
+
 using SendRecvRanks = RanksTest;
 using SendRecv = TransportTest;
 using Matching = TransportTest;
@@ -34,6 +88,12 @@ using AnySource = RanksTest;
 
 INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecv, ::testing::ValuesIn(dpdk_rows_2()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, Matching, ::testing::ValuesIn(dpdk_rows_2()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkMemif, SendRecv, ::testing::ValuesIn(memif_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkMemif, Matching, ::testing::ValuesIn(memif_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Matching, ::testing::ValuesIn(af_packet_rows()),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecvRanks,
                          ::testing::Combine(::testing::ValuesIn(dpdk_rows()),
                                             ::testing::Values(2, 3, 4, 5)),

@@ -117,53 +117,18 @@ TEST(DpdkMemif, PeerKilledMidTransferFailsWithin2s) {
 }
 
 // Two network namespaces joined by a veth pair; addresses exist only inside them.
-class Veth {
- public:
-  Veth() {
-    id_ = std::to_string(::getpid() % 100000);
-    a_ = "gwdpA" + id_;
-    b_ = "gwdpB" + id_;
-    if (::geteuid() != 0) {
-      why_ = "needs root to create network namespaces";
-      return;
-    }
-    if (sh("command -v ip >/dev/null") != 0) {
-      why_ = "the ip tool (iproute2) is missing";
-      return;
-    }
-    std::string va = "gwva" + id_, vb = "gwvb" + id_;
-    std::string cmd = "ip netns add " + a_ + " && ip netns add " + b_ + " && ip link add " +
-                      va + " type veth peer name " + vb + " && ip link set " + va +
-                      " netns " + a_ + " && ip link set " + vb + " netns " + b_ +
-                      " && ip -n " + a_ + " link set " + va + " up && ip -n " + b_ +
-                      " link set " + vb + " up && ip -n " + a_ + " addr add 10.251.0.1/30 dev " +
-                      va + " && ip -n " + b_ + " addr add 10.251.0.2/30 dev " + vb;
-    if (sh(cmd + " 2>&1") != 0) why_ = "creating the veth pair between namespaces failed";
-    va_ = va;
-    vb_ = vb;
-  }
-  ~Veth() {
-    sh("ip netns del " + a_ + " 2>/dev/null; ip netns del " + b_ + " 2>/dev/null");
-  }
-  const std::string& why() const { return why_; }
-  std::string a_, b_, va_, vb_;
-
- private:
-  std::string id_, why_;
-};
-
 TEST(DpdkAfPacket, VethBetweenNamespacesBitExact) {
-  Veth v;
+  Veth v("dp", std::to_string(::getpid() % 100000));
   if (!v.why().empty()) GTEST_SKIP() << "af_packet over veth: " << v.why();
   TempDir d;
-  pid_t a = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.va_, d.path, "0", "plan", "1"},
-                         v.a_);
-  pid_t b = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.vb_, d.path, "1", "plan", "1"},
-                         v.b_);
+  pid_t a = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.iface[0], d.path, "0", "plan", "1"},
+                         v.ns[0]);
+  pid_t b = spawn_helper({"dpdk:vdev=net_af_packet0,iface=" + v.iface[1], d.path, "1", "plan", "1"},
+                         v.ns[1]);
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
-  EXPECT_EQ(wait_helper(a), 0) << "rank 0 in " << v.a_ << " failed (stderr above)";
-  EXPECT_EQ(wait_helper(b), 0) << "rank 1 in " << v.b_ << " failed (stderr above)";
+  EXPECT_EQ(wait_helper(a), 0) << "rank 0 in " << v.ns[0] << " failed (stderr above)";
+  EXPECT_EQ(wait_helper(b), 0) << "rank 1 in " << v.ns[1] << " failed (stderr above)";
 }
 
 }  // namespace
