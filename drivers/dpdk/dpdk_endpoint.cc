@@ -30,6 +30,7 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   recvs_.init(static_cast<size_t>(o.max_outstanding));
   msgs_.resize(rwin_);
   for (int i = static_cast<int>(msgs_.size()); i-- > 0;) free_msgs_.push_back(i);
+  unexp_.init(msgs_.size());
   rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
 
   // Ethernet / IPv4 / UDP template; lengths and checksums are filled per frame.

@@ -65,7 +65,7 @@ class DpdkEndpoint final : public Endpoint {
   /// Fails every pending request with st's code. `quiet_close`: the peer closed; logged at
   /// debug level when nothing was pending.
   void fail(const Status& st, bool quiet_close = false);
-  int find_unexpected(uint64_t tag) const;
+  int find_unexpected(uint64_t tag);
   uint64_t arrival_of(int m) const { return msgs_[m].arrival; }
   void bind_unexpected(int m, const RecvRequest& r);
   /// Accepts a packet from the peer's address and connection id.
@@ -117,6 +117,7 @@ class DpdkEndpoint final : public Endpoint {
     Dest dest = Dest::kUser;
     uint32_t msg_id = 0;
     uint64_t tag = 0, len = 0, arrival = 0;
+    int unode = -1;  // node in unexp_ while unexpected and unclaimed
     uint8_t* base = nullptr;
     std::unique_ptr<uint8_t[]> ubuf;
     RecvRequest req;
@@ -179,7 +180,7 @@ class DpdkEndpoint final : public Endpoint {
   SlotList<PostedRecv> recvs_;
   std::vector<InMsg> msgs_;
   std::vector<int> free_msgs_;
-  int unexpected_count_ = 0;
+  SlotList<int> unexp_;  // unclaimed unexpected messages (msgs_ index), oldest first
   size_t outstanding_ = 0;  // completions reserved by this endpoint, not yet pushed
 };
 
