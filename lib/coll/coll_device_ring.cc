@@ -255,8 +255,9 @@ Status DeviceRing::run(const void* send, void* recv) {
   Completion comps[64];
   while (sends_done_ < units_ || recvs_done_ < units_ || reducing_head_ < reducing_.size() ||
          op_.hdr_pending > 0) {
-    GW_RETURN_IF_ERROR(post());
+    // Reductions first: one that just finished lets post() send its chunk before we wait.
     GW_RETURN_IF_ERROR(poll_reductions());
+    GW_RETURN_IF_ERROR(post());
     // Sleep on the transport only when no kernel is running (a kernel has no fd to wake us).
     const bool gpu_busy = reducing_head_ < reducing_.size();
     auto got = gpu_busy ? cq.poll(comps) : cq.wait(comps, Millis(1));
