@@ -253,9 +253,15 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
       highest = s;
     }
   }
-  // Fast retransmit: a hole with at least three held packets after it was lost, not late.
-  // A hole already resent this way is resent again once that copy had two round trips to
-  // be acknowledged (it was lost too), instead of waiting for the retransmission timer.
+  if (seq_diff(highest, high_sacked_) > 0 || seq_diff(high_sacked_, snd_una_) < 0)
+    high_sacked_ = highest;
+  fast_retransmit(highest);
+}
+
+// Fast retransmit: a hole with at least three held packets after it was lost, not late.
+// A hole already resent this way is resent again once that copy had two round trips to
+// be acknowledged (it was lost too), instead of waiting for the retransmission timer.
+void DpdkEndpoint::fast_retransmit(uint32_t highest) {
   const uint64_t now = t_->now(), again = 2 * srtt_ + kFastAgainSlackNs;
   int after = 0;
   for (uint32_t s = highest; seq_diff(s, snd_una_) >= 0; --s) {
@@ -311,6 +317,9 @@ void DpdkEndpoint::complete_sends() {
 // pause timed out again right after the first ack.
 void DpdkEndpoint::retransmit_timed_out(uint64_t now) {
   if (snd_una_ == snd_nxt_) return;
+  // A resent hole lost again: once every later packet is held no ack brings news, so the
+  // timer checks it too (at 5 % loss most retransmission timeouts were such holes).
+  if (sacked_ > 0 && seq_diff(high_sacked_, snd_una_) > 0) fast_retransmit(high_sacked_);
   const uint64_t rto = std::min(rto_ << backoff_, t_->opts().rto_max_ns);
   TxPkt& head = inflight_[snd_una_ & mask_];
   if (now - std::max(head.sent, last_advance_) < rto) return;

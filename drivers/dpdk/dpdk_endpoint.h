@@ -132,6 +132,7 @@ class DpdkEndpoint final : public Endpoint {
   void complete_sends();
   void retransmit_timed_out(uint64_t now);
   void on_loss(uint32_t seq);
+  void fast_retransmit(uint32_t highest);
   void grow_window(uint32_t acked);
   int lookup_msg(uint32_t msg_id) const;
   int match_new(const WireHdr& h);
@@ -166,6 +167,7 @@ class DpdkEndpoint final : public Endpoint {
   static constexpr uint32_t kRecvWindows = 2;
   uint32_t win_ = 0, rwin_ = 0, mask_ = 0;
   uint32_t sacked_ = 0;  // packets in [snd_una_, snd_nxt_) selectively acknowledged
+  uint32_t high_sacked_ = 0;  // the highest packet selectively acknowledged so far
   std::vector<TxPkt> inflight_;
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
   int backoff_ = 0;
