@@ -167,10 +167,14 @@ Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) {
-  if (failed()) return error_;
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];
+    // A peer that closed in order left messages behind: they can still be received.
+    if (failed() && find_unexpected(r.tag) < 0) {
+      if (n == 0) return error_;
+      break;
+    }
     if (Status st = check_recv(r); !st.ok()) {
       if (n == 0) return st;
       break;
@@ -209,6 +213,8 @@ void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
   for (size_t m = 0; m < msgs_.size(); ++m) {
     InMsg& im = msgs_[m];
     if (!im.active) continue;
+    // A peer that closed in order leaves what arrived whole receivable (as tcp and rdma).
+    if (quiet_close && im.dest == Dest::kUnexpected && im.complete && !im.claimed) continue;
     bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
     if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
     release_msg(static_cast<int>(m));

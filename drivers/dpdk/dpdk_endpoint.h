@@ -62,8 +62,9 @@ class DpdkEndpoint final : public Endpoint {
   }
   void advance();
   bool failed() const { return !error_.ok(); }
-  /// Fails every pending request with st's code. `quiet_close`: the peer closed; logged at
-  /// debug level when nothing was pending.
+  /// Fails every pending request with st's code. `quiet_close`: the peer closed in order;
+  /// logged at debug level when nothing was pending, and the messages that arrived whole and
+  /// wait for their receive stay receivable.
   void fail(const Status& st, bool quiet_close = false);
   int find_unexpected(uint64_t tag);
   uint64_t arrival_of(int m) const { return msgs_[m].arrival; }

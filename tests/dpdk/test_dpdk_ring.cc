@@ -40,6 +40,12 @@ void pair_plan(const std::string& spec, const std::vector<size_t>& sizes, int re
 
 TEST(DpdkRing, PairAllSizesBitExact) { pair_plan("dpdk:ring=pair", default_sizes(), 2); }
 
+// A peer that sent and then closed in order (its transport destroyed): what arrived whole
+// stays receivable (conformance::close_then_receive, as for tcp and rdma).
+TEST(DpdkRing, MessagesSentBeforeACleanCloseStayReceivable) {
+  conformance::close_then_receive({"close", "dpdk", "dpdk:ring=close"});
+}
+
 TEST(DpdkRing, ThreeRanksEveryPair) {
   TransportCase c{"ring3", "dpdk", "dpdk:ring=three"};
   conformance::run_ranks(c, 3, [&](Group& g) {
