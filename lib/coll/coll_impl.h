@@ -165,7 +165,6 @@ struct Communicator::Impl {
   void fail(coll::Task& op, Status st);
   void fail_all(const Status& st);
   void check_deadlines();
-  bool needs_peer(const coll::Task& op, int p) const;
   Status advance(coll::Task& op);
   void maybe_complete(coll::Task& op);
 

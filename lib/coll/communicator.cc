@@ -353,16 +353,9 @@ void Communicator::Impl::fail_all(const Status& st) {
 
 void Communicator::Impl::dispatch(const Completion& c) {
   if (c.op == gw::Op::kEndpointError) {
-    // A peer that finished its part and closed is no failure; only collectives that still
-    // need messages to or from it fail (later ones fail when posting to its dead endpoint).
-    const int p = static_cast<int>(c.peer_id);
-    std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-    for (auto& op : ops) {
-      if (op.active && !op.done && needs_peer(op, p)) {
-        fail(op, Status(Code::kRemoteError,
-                        where(op) + ": rank " + std::to_string(p) + " failed: " + why));
-      }
-    }
+    // Not a failure by itself: a peer that finished its part closes, and the messages it sent
+    // stay receivable. What cannot complete fails on its own: the endpoint fails its pending
+    // requests, and a later post to it fails unless the message is already here.
     return;
   }
   const int slot = static_cast<int>(c.wr_id >> 56);
@@ -420,19 +413,6 @@ Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc
                     " but this rank called " + coll::describe(op.desc) +
                     ": every rank must call the same collectives in the same order with the "
                     "same count, dtype and op");
-}
-
-bool Communicator::Impl::needs_peer(const Task& op, int p) const {
-  if (op.engine == coll::Engine::kRd) {
-    for (int i = op.rd_cur; i < op.rd_steps; ++i) {
-      if (op.rd[static_cast<size_t>(i)].peer == p) return true;
-    }
-    return false;
-  }
-  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-  const bool pending = op.hdr_pending > 0;
-  return (p == prev && (pending || op.recvs_done < op.recvs_total)) ||
-         (p == next && (pending || op.sends_done < op.sends_total));
 }
 
 void Communicator::Impl::check_deadlines() {
