@@ -11,6 +11,7 @@ namespace gw::perf {
 void Session::begin(const Phase& p) {
   phase_ = p;
   phase_.depth = std::max<uint32_t>(1, std::min(p.depth, depth_));
+  phase_.rx_depth = std::max<uint32_t>(1, std::min(p.rx_depth, rx_depth_));
   phase_.slots = std::max<uint32_t>(1, p.slots);
   std::fill(send_busy_.begin(), send_busy_.end(), 0);
   std::fill(recv_busy_.begin(), recv_busy_.end(), 0);
@@ -40,10 +41,20 @@ Status Session::post_recv_one(uint64_t index) {
 }
 
 Status Session::fill() {
+  // Echo (lat server): the next receive goes first, as perftest's does, so that it is posted
+  // (and advertised) before the answer that lets the peer send again.
+  if (phase_.echo) {
+    GW_RETURN_IF_ERROR(fill_recvs());
+    return fill_sends();
+  }
+  GW_RETURN_IF_ERROR(fill_sends());
+  return fill_recvs();
+}
+
+Status Session::fill_sends() {
   Phase& p = phase_;
   const uint64_t tag = data_tag(p.seq);
-  // Echo (lat server): answer message i only once it has arrived. Sends go first: they are
-  // what the peer is waiting for.
+  // Echo: answer message i only once it has arrived.
   const uint64_t send_limit = p.echo ? std::min(p.send_total, p.recv_done) : p.send_total;
   while (p.send_posted < send_limit) {
     size_t k = 0;
@@ -67,11 +78,17 @@ Status Session::fill() {
     p.send_posted += n;
     if (n < k) break;  // queue full: more after the next completions
   }
+  return Status();
+}
+
+Status Session::fill_recvs() {
+  Phase& p = phase_;
+  const uint64_t tag = data_tag(p.seq);
   while (p.recv_posted < p.recv_total) {
     size_t k = 0;
     for (; k < rreq_.size(); ++k) {
       uint64_t i = p.recv_posted + k;
-      if (i >= p.recv_total || i - p.recv_done >= p.depth) break;
+      if (i >= p.recv_total || i - p.recv_done >= p.rx_depth) break;
       uint32_t slot = static_cast<uint32_t>(i % p.slots);
       if (p.check) {
         if (recv_busy_[slot]) break;

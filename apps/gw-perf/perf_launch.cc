@@ -133,7 +133,10 @@ int run_forked(const Options& opt) {
   Clock::time_point kill_at = Clock::time_point::max();
   while (alive > 0) {
     int st = 0;
-    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    // Sleep in waitpid until a rank ends: a parent waking every 10 ms would preempt a
+    // busy-polling rank (and show in the latency tail). Polled only once the kill is armed.
+    const bool armed = kill_at != Clock::time_point::max();
+    pid_t pid = ::waitpid(-1, &st, armed ? WNOHANG : 0);
     if (pid < 0 && errno != EINTR) break;
     if (pid <= 0) {
       if (Clock::now() >= kill_at) {

@@ -109,7 +109,12 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("--warmup", o.warmup,
                  "warm-up iterations per size (default: up to 64 MiB of traffic; bw at most "
                  "2x tx-depth, lat at most 100)");
-  app.add_option("--tx-depth", o.tx_depth, "bw: outstanding sends/recvs")
+  app.add_option("--tx-depth", o.tx_depth, "bw: outstanding sends")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("-r,--rx-depth", o.rx_depth,
+                 "bw: receives kept posted ahead (as perftest's; capped by the transport's "
+                 "max outstanding; --check: tx-depth)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app.add_flag("--busy", o.busy,
@@ -117,6 +122,7 @@ Options parse_options(int argc, char** argv, int* exit_code) {
                "driver's fd)");
   app.add_flag("--check", o.check, "verify every byte received; non-zero exit on any error");
   app.add_flag("--json", o.json, "one JSON object per size on stdout");
+  app.add_flag("--stats", o.stats, "print the transport's counters at the end (stderr)");
   app.add_flag("--print-config", o.print_config, "print the effective configuration and exit");
   app.add_option("--timeout", timeout_ms, "ms any wait may last before the peer is declared dead")
       ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))

@@ -85,7 +85,12 @@ LatResult lat_stats(std::span<uint64_t> rtt, uint64_t size) {
   return r;
 }
 
-void print_header(const Options& o, const TransportProperties& props, uint32_t depth) {
+void print_stats(const char* role, const std::map<std::string, uint64_t>& stats) {
+  for (const auto& [k, v] : stats) std::fprintf(stderr, "%s: %s %" PRIu64 "\n", role, k.c_str(), v);
+}
+
+void print_header(const Options& o, const TransportProperties& props, uint32_t depth,
+                  uint32_t rx_depth) {
   if (o.json) return;
   const bool bw = o.test == Test::kBw;
   std::printf("%s\n", kRule);
@@ -95,6 +100,7 @@ void print_header(const Options& o, const TransportProperties& props, uint32_t d
               props.name.c_str(), props.device.empty() ? "-" : props.device.c_str());
   if (props.name == "rdma") std::printf(" Number of qps   : %d\n", o.qps);
   if (bw) std::printf(" TX depth        : %u\n", depth);
+  if (bw) std::printf(" RX depth        : %u\n", rx_depth);
   std::printf(" Wait mode       : %s\n",
               o.busy ? "busy-poll (--busy)" : "blocking (spin transport.spin_us, then sleep on fd)");
   std::printf(" Data check      : %s\n", o.check ? "ON (every byte)" : "OFF");

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
+#include <string>
 
 #include "gw_transport.h"
 #include "perf_options.h"
@@ -39,7 +41,11 @@ double peak_rate(std::span<const uint64_t> times_ns, size_t min_msgs, uint64_t s
 LatResult lat_stats(std::span<uint64_t> rtt_ns, uint64_t size);
 
 /// Banner and column heads (nothing with --json).
-void print_header(const Options& o, const TransportProperties& props, uint32_t depth);
+/// The transport's counters, one "role: name value" line each, on stderr.
+void print_stats(const char* role, const std::map<std::string, uint64_t>& stats);
+
+void print_header(const Options& o, const TransportProperties& props, uint32_t depth,
+                  uint32_t rx_depth);
 void print_bw(const Options& o, const BwResult& r);
 void print_lat(const Options& o, const LatResult& r);
 /// Closing rule (nothing with --json).

@@ -59,6 +59,7 @@ Result<BwResult> Client::bw(uint64_t size, uint64_t iters) {
   Phase p = base(size);
   p.slots = s_.slots_for(size);
   p.depth = o_.check ? p.slots : s_.depth();
+  p.rx_depth = o_.check ? p.slots : s_.rx_depth();
   p.recv_total = o_.bidir ? iters : 0;
   if (o_.bidir) {
     if (times_.size() < iters) times_.resize(iters);
@@ -156,16 +157,16 @@ int report_failure(const Status& st) {
 
 int run_client(Group& group, const Options& opt) {
   const uint64_t max = max_size(opt);
-  auto s = Session::create(group, opt, max, opt.tx_depth, opt.check);
+  auto s = Session::create(group, opt, max, opt.tx_depth, opt.rx_depth, opt.check);
   if (!s.ok()) return report_failure(s.status());
   Session& session = **s;
   Ctrl hello{.type = CtrlType::kHello, .size = max, .flags = opt.check ? kFlagCheck : 0u,
-             .depth = opt.tx_depth};
+             .depth = opt.tx_depth, .rx_depth = opt.rx_depth};
   Status st = session.send_ctrl(hello);
   if (st.ok()) st = session.recv_ctrl(CtrlType::kReady).status();
   if (!st.ok()) return report_failure(st);
 
-  print_header(opt, session.properties(), session.depth());
+  print_header(opt, session.properties(), session.depth(), session.rx_depth());
   Client client(session, opt);
   uint64_t errors = 0;
   for (uint64_t size : opt.sizes) {
@@ -174,6 +175,7 @@ int run_client(Group& group, const Options& opt) {
     errors += *e;
   }
   print_footer(opt);
+  if (opt.stats) print_stats("client", group.transport().stats());
   st = session.send_ctrl(Ctrl{.type = CtrlType::kQuit});
   if (st.ok()) st = session.recv_ctrl(CtrlType::kBye).status();
   if (!st.ok()) return report_failure(st);
@@ -191,7 +193,7 @@ int run_server(Group& group, const Options& opt) {
   auto hello = session.recv_ctrl(CtrlType::kHello);
   if (!hello.ok()) return report_failure(hello.status());
   const bool check = (hello->flags & kFlagCheck) != 0;
-  Status st = session.create_data(hello->size, hello->depth, check);
+  Status st = session.create_data(hello->size, hello->depth, hello->rx_depth, check);
   if (st.ok()) st = session.send_ctrl(Ctrl{.type = CtrlType::kReady});
   if (!st.ok()) return report_failure(st);
 
@@ -208,6 +210,7 @@ int run_server(Group& group, const Options& opt) {
     p.check = check;
     p.slots = session.slots_for(c->size);
     p.depth = lat ? 1 : c->depth;
+    p.rx_depth = lat ? 1 : session.rx_depth();
     p.send_dir = 0;
     p.recv_dir = 1;
     p.recv_total = c->iters;
@@ -230,6 +233,7 @@ int run_server(Group& group, const Options& opt) {
     errors += done.errors;
     ++phases;
   }
+  if (opt.stats) print_stats("server", group.transport().stats());
   st = session.send_ctrl(Ctrl{.type = CtrlType::kBye});
   if (st.ok()) st = session.flush_ctrl();
   if (!st.ok()) return report_failure(st);

@@ -51,13 +51,14 @@ Result<std::unique_ptr<Session>> Session::create_control(Group& group, const Opt
 }
 
 Result<std::unique_ptr<Session>> Session::create(Group& group, const Options& opt,
-                                                 uint64_t max_size, uint32_t depth, bool check) {
+                                                 uint64_t max_size, uint32_t depth,
+                                                 uint32_t rx_depth, bool check) {
   GW_ASSIGN_OR_RETURN(auto s, create_control(group, opt));
-  GW_RETURN_IF_ERROR(s->create_data(max_size, depth, check));
+  GW_RETURN_IF_ERROR(s->create_data(max_size, depth, rx_depth, check));
   return s;
 }
 
-Status Session::create_data(uint64_t max_size, uint32_t depth, bool check) {
+Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check) {
   const auto& props = properties();
   if (props.max_message_size != 0 && max_size > props.max_message_size) {
     return Status(Code::kInvalidArgument, "size " + std::to_string(max_size) + " exceeds " +
@@ -66,8 +67,12 @@ Status Session::create_data(uint64_t max_size, uint32_t depth, bool check) {
   }
   // One send and one receive of each direction are kept for control messages.
   depth_ = std::max<uint32_t>(1, depth);
+  // Receives posted further ahead than sends (perftest's rx-depth): a receive is posted, and
+  // on rdma advertised, before the send that needs it. --check gives each its own slot.
+  rx_depth_ = check ? depth_ : std::max<uint32_t>(1, rx_depth);
   if (props.max_outstanding > 1) {
     depth_ = static_cast<uint32_t>(std::min<uint64_t>(depth_, props.max_outstanding - 1));
+    rx_depth_ = static_cast<uint32_t>(std::min<uint64_t>(rx_depth_, props.max_outstanding - 1));
   }
   check_ = check;
   max_size = std::max<uint64_t>(max_size, 1);

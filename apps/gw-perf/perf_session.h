@@ -33,7 +33,8 @@ struct Ctrl {
   uint32_t depth = 0;      ///< Hello/Plan: outstanding messages per direction
   uint64_t errors = 0;     ///< Done: check errors the sender of Done found
   double recv_peak = 0;    ///< Done: receive-side peak bandwidth (bytes/s)
-  double padding = 0;
+  uint32_t rx_depth = 0;   ///< Hello: receives kept posted in bw
+  uint32_t pad = 0;
 };
 static_assert(sizeof(Ctrl) == 64);
 
@@ -43,7 +44,8 @@ struct Phase {
   uint64_t size = 0;
   uint64_t send_total = 0, recv_total = 0;
   uint64_t send_posted = 0, send_done = 0, recv_posted = 0, recv_done = 0;
-  uint32_t depth = 1;       ///< outstanding per direction
+  uint32_t depth = 1;       ///< sends outstanding
+  uint32_t rx_depth = 1;    ///< receives kept posted
   uint32_t slots = 1;       ///< buffer slots in use (check: one per outstanding message)
   bool check = false;
   bool auto_post = true;    ///< bw: refill sends/recvs after every poll
@@ -58,10 +60,11 @@ class Session {
   /// Register the data buffers for messages up to `max_size` with `depth` outstanding.
   /// @return the transport's registration errors.
   static Result<std::unique_ptr<Session>> create(Group& group, const Options& opt,
-                                                 uint64_t max_size, uint32_t depth, bool check);
+                                                 uint64_t max_size, uint32_t depth, uint32_t rx_depth,
+                                                 bool check);
   /// Control buffers only; the server calls create_data() once the client's Hello arrives.
   static Result<std::unique_ptr<Session>> create_control(Group& group, const Options& opt);
-  Status create_data(uint64_t max_size, uint32_t depth, bool check);
+  Status create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check);
 
   /// Send a control message (waits for the previous one's send completion first).
   Status send_ctrl(const Ctrl& c);
@@ -88,10 +91,13 @@ class Session {
   /// Slots that fit in the buffers for messages of `size` (at least 1).
   uint32_t slots_for(uint64_t size) const;
   uint32_t depth() const { return depth_; }
+  uint32_t rx_depth() const { return rx_depth_; }
   int rank() const { return rank_; }
   const TransportProperties& properties() const;
 
  private:
+  Status fill_sends();
+  Status fill_recvs();
   Session(Group& group, const Options& opt);
   Status handle(const Completion& c);
   Status post_ctrl_recv();
@@ -118,6 +124,7 @@ class Session {
   MemoryRegion send_mr_, recv_mr_;
   uint64_t buf_bytes_ = 0;
   uint32_t depth_ = 1;
+  uint32_t rx_depth_ = 1;
   bool check_ = false;
   std::vector<uint8_t> send_busy_, recv_busy_;  // check mode: slot in flight
   // Control: one receive always posted, one send at a time.

@@ -15,20 +15,20 @@
 
 namespace gw::drv::rdma {
 namespace {
-constexpr uint32_t kMaxAdverts = 256;  // outstanding per endpoint; the sender holds as many
 constexpr uint32_t kOrphans = 1024;    // recent eager/RTS messages the sender remembers
 bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 }  // namespace
 
 void RdmaEndpoint::init_adverts() {
   orphans_.init(kOrphans);
-  adverts_.init(kMaxAdverts);
+  // As many as receives can be posted; the sender holds as many.
+  adverts_.init(t_->opts().max_outstanding);
 }
 
 void RdmaEndpoint::maybe_advertise(int i) {
   const RecvRequest& r = recvs_[i].req;
   if (!t_->opts().advertise || r.tag == kAnyTag || r.len <= eager_limit_ ||
-      adverts_out_ >= kMaxAdverts || free_rndv_.empty() || txq_.full())
+      adverts_out_ >= t_->opts().max_outstanding || free_rndv_.empty() || txq_.full())
     return;
   if (t_->staged(r.buf, r.mr)) return;  // not registered: its windows are asked for instead
   for (int j = recvs_.head(); j >= 0 && j != i; j = recvs_.next(j)) {

@@ -14,12 +14,6 @@ int32_t RdmaEndpoint::credits() const {
   return static_cast<int32_t>(pp - sent_);
 }
 
-bool RdmaEndpoint::credit_due() const {
-  if (failed() || peer_credit_rkey_ == 0) return false;
-  uint32_t every = std::max<uint32_t>(1, t_->opts().recv_depth / 4);
-  return posted_ - advertised_ >= every;
-}
-
 void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
   Completion c;
   c.wr_id = wr_id;

@@ -312,6 +312,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
 
 Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
   size_t n = 0;
+  bool took = false;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];
     // A peer that left cleanly left messages behind: they can still be received.
@@ -328,11 +329,13 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
     int u = find_unexpected(r.tag);
     if (u >= 0) {
       take_unexpected(u, r);
+      took = true;
       continue;
     }
     maybe_advertise(recvs_.push_back(PostedRecv{r, t_->next_post_seq()}));
   }
-  flush();
+  // Advertisements wait for the next send or progress pass: one chained post, not two.
+  if (took) flush();
   return n;
 }
 

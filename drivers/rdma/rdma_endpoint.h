@@ -189,7 +189,10 @@ class RdmaEndpoint final : public Endpoint {
   bool post_msg(const TxItem& it);
   bool post_write(TxItem& it);
   void post_credit();
-  bool credit_due() const;
+  // Checked on every progress pass (has_tx): inline, cheapest test first.
+  bool credit_due() const {
+    return posted_ - advertised_ >= credit_every_ && peer_credit_rkey_ != 0 && !failed();
+  }
   int32_t credits() const;
   // --- posting (rdma_post.cc) ---
   void init_posting();
@@ -244,6 +247,7 @@ class RdmaEndpoint final : public Endpoint {
   uint32_t posted_ = 0, advertised_ = 0, peer_posted_ = 0, sent_ = 0;
   uint64_t peer_credit_addr_ = 0;
   uint32_t peer_credit_rkey_ = 0;
+  uint32_t credit_every_ = 1;  // reposted buffers that make an explicit credit write due
   uint32_t max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
   bool bound_ = false;  // connect() handed it to the caller (peer id known)
   std::vector<SendSlot> sends_;

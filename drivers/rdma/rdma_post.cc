@@ -26,6 +26,7 @@ void RdmaEndpoint::init_posting() {
   rwrs_.assign(o.recv_depth, ibv_recv_wr{});
   rsges_.assign(o.recv_depth, ibv_sge{});
   tx_free_ = o.sq_depth;
+  credit_every_ = std::max<uint32_t>(1, o.recv_depth / 4);
 }
 
 void RdmaEndpoint::repost(uint32_t slot) {

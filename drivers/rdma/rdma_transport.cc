@@ -233,6 +233,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
                                           ") did not connect to " + ctrl_local_.to_string() +
                                           " in time; is it running and using the same store?");
       }
+      service_events();
       GW_RETURN_IF_ERROR(progress({none, 0}).status());
       pollfd pf{epfd_.get(), POLLIN, 0};
       ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
@@ -281,6 +282,7 @@ Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who,
     }
     if (deadline.expired())
       return Status(Code::kTimeout, "rdma: " + who + " did not answer the hello in time");
+    service_events();
     GW_RETURN_IF_ERROR(progress({none, 0}).status());
     pollfd pf[2] = {{fd, POLLIN, 0}, {epfd_.get(), POLLIN, 0}};
     ::poll(pf, 2, std::min(10, deadline.remaining_ms()));
@@ -383,6 +385,13 @@ void RdmaTransport::watch_ctrl(RdmaEndpoint* ep, int fd) {
   ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
 }
 
+bool RdmaTransport::service_due() {
+  const auto now = Clock::now();
+  if (now - last_service_ < std::chrono::microseconds(500)) return false;
+  last_service_ = now;
+  return true;
+}
+
 void RdmaTransport::service_events() {
   epoll_event evs[16];
   int n = ::epoll_wait(epfd_.get(), evs, 16, 0);
@@ -455,10 +464,13 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   if (k < 0) return Status(Code::kSystemError, "rdma: ibv_poll_cq on " + dev_.name, -k);
   for (int i = 0; i < k; ++i) handle_wc(wc[i]);
   n += k;
-  if (n == 0 && (armed_ || ++idle_polls_ % 32 == 0 || !pending_.empty())) service_events();
+  // Idle: the epoll set (control connections, listener) every 32 polls, but in a busy loop
+  // at most every 500 us: epoll_wait is a system call that delays the next poll.
+  if (n == 0 && (armed_ || !pending_.empty() || (++idle_polls_ % 32 == 0 && service_due())))
+    service_events();
   for (RdmaEndpoint* ep : eps_)
     if (ep && ep->has_tx()) ep->flush();
-  if (n > 0) last_busy_ = Clock::now();
+  busy_ += n > 0;  // a counter, not a clock read: those cost a system call on some hosts
   size_t m = 0;
   while (m < out.size() && done_size_ > 0) {
     out[m++] = done_[done_head_];
@@ -604,9 +616,9 @@ Result<size_t> RdmaCq::poll(std::span<Completion> out) { return t_->progress(out
 int RdmaCq::wait_fd() const { return t_->arm(); }
 
 Result<size_t> RdmaCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
-  const auto now = Clock::now();
-  if (t_->opts().spin.count() > 0 && now - t_->last_busy() < Millis(1)) {
-    const auto end = now + t_->opts().spin;
+  // Completions since the last sleep: traffic flows, the next one is likely within the spin.
+  if (t_->opts().spin.count() > 0 && t_->take_busy()) {
+    const auto end = Clock::now() + t_->opts().spin;
     do {
       GW_ASSIGN_OR_RETURN(size_t n, t_->progress(out));
       if (n > 0) return n;

@@ -115,7 +115,12 @@ class RdmaTransport final : public Transport {
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
   int arm();
-  Clock::time_point last_busy() const { return last_busy_; }
+  /// Whether progress() found work since the last call (and forget it).
+  bool take_busy() {
+    const bool b = busy_ != 0;
+    busy_ = 0;
+    return b;
+  }
   const Options& opts() const { return opts_; }
   /// Completion-queue entries one endpoint may occupy: lane 0's receives and sends, and per
   /// further lane one receive per rendezvous slot plus its sends.
@@ -170,6 +175,7 @@ class RdmaTransport final : public Transport {
   Status init(const Config& cfg);
   Status init_verbs();
   void service_events();
+  bool service_due();
   void accept_pending();
   void read_hello(PendingConn* pc);
   void answer(std::unique_ptr<PendingConn> pc);
@@ -193,7 +199,8 @@ class RdmaTransport final : public Transport {
   RdmaCq cq_;
   bool armed_ = false;
   uint32_t idle_polls_ = 0;
-  Clock::time_point last_busy_{};  // when progress() last found work
+  Clock::time_point last_service_{};  // last idle epoll pass
+  uint32_t busy_ = 0;  // progress() calls that found work, since take_busy()
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
