@@ -80,14 +80,16 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
   if (lane < lanes_.size()) retire(lane);
   if (wc.status != IBV_WC_SUCCESS) {
     if (!failed()) {
-      const char* what = kind == WrKind::kMsg ? "SEND" : kind == WrKind::kCredit
-                                                             ? "credit WRITE"
-                                                             : "RDMA WRITE";
+      const char* what = kind == WrKind::kMsg || kind == WrKind::kZeroCopy ? "SEND"
+                         : kind == WrKind::kCredit                            ? "credit WRITE"
+                                                                              : "RDMA WRITE";
       fail(wc_error(wc, what));
     }
     return;
   }
   if (kind == WrKind::kWriteImm) stripe_written(idx);
+  if (kind == WrKind::kZeroCopy && idx < sends_.size() && sends_[idx].used)
+    finish_send(idx, Code::kOk);
 }
 
 void RdmaEndpoint::stripe_written(uint32_t s) {
@@ -156,6 +158,19 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   }
   const uint8_t* buf = rx_mem_.get() + size_t{slot} * slot_bytes_;
   MsgHdr h;
+  if (wc.wc_flags & IBV_WC_WITH_IMM) {  // compact eager message (rdma_wire.h)
+    if (wc.byte_len > t_->opts().eager_bytes) {
+      fail(protocol_error("compact eager message of " + std::to_string(wc.byte_len) +
+                          " bytes, more than rdma.eager_bytes"));
+      return;
+    }
+    h.type = static_cast<uint8_t>(MsgType::kEager);
+    h.tag = (uint64_t{rx_tag_hi_} << 32) | ntohl(wc.imm_data);
+    h.len = wc.byte_len;
+    on_message(h, buf);
+    if (!failed()) repost(slot);
+    return;
+  }
   if (wc.byte_len < sizeof h) {
     fail(protocol_error(std::to_string(wc.byte_len) + " bytes, shorter than a header"));
     return;
@@ -204,6 +219,8 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
     return;
   }
   if (static_cast<int32_t>(h.posted - peer_posted_) > 0) peer_posted_ = h.posted;
+  const auto type = static_cast<MsgType>(h.type);
+  if (type == MsgType::kEager || type == MsgType::kRts) rx_tag_hi_ = static_cast<uint32_t>(h.tag >> 32);
   on_message(h, buf + sizeof h);
   if (!failed()) repost(slot);
 }

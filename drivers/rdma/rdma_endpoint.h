@@ -249,6 +249,8 @@ class RdmaEndpoint final : public Endpoint {
   uint32_t peer_credit_rkey_ = 0;
   uint32_t credit_every_ = 1;  // reposted buffers that make an explicit credit write due
   uint32_t max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
+  // High 32 bits of the tags of compact eager messages (rdma_wire.h), each direction.
+  uint32_t tx_tag_hi_ = 0, rx_tag_hi_ = 0;
   bool bound_ = false;  // connect() handed it to the caller (peer id known)
   std::vector<SendSlot> sends_;
   std::vector<uint32_t> free_sends_;

@@ -126,35 +126,62 @@ bool RdmaEndpoint::post_msg(const TxItem& it) {
   }
   const uint32_t slot = tx_next_;
   uint8_t* buf = tx_mem_.get() + size_t{slot} * slot_bytes_;
-  MsgHdr h;
-  h.type = static_cast<uint8_t>(it.type);
-  h.stripes = it.stripes;
-  h.posted = posted_;
-  h.id = it.id;
-  h.id2 = it.id2;
-  h.tag = it.tag;
-  h.len = it.len;
-  h.addr = it.addr;
-  h.rkey = it.rkey;
-  std::memcpy(buf, &h, sizeof h);
-  size_t total = sizeof h;
-  if (it.type == MsgType::kEager) {
+  const bool eager = it.type == MsgType::kEager;
+  const bool compact = eager && (it.tag >> 32) == tx_tag_hi_;
+  if (compact && it.len > max_inline_) {
+    // Registered memory goes out as it is: no copy; the send completes with its SEND.
+    const SendSlot& s = sends_[it.id];
+    RegCache::Entry* e = s.staged ? nullptr : region_entry(s.req.mr);
+    if (e) {
+      ibv_send_wr wr{};
+      wr.wr_id = make_wr(WrKind::kZeroCopy, id_, it.id);
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_SEND_WITH_IMM;
+      wr.imm_data = htonl(static_cast<uint32_t>(it.tag));
+      stage(0, wr,
+            ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf), static_cast<uint32_t>(it.len),
+                    e->mr->lkey},
+            false, true);
+      ++sent_;
+      ++t_->counters_.eager_sent;
+      ++t_->counters_.zero_copy_sends;
+      return true;
+    }
+  }
+  size_t total = 0;
+  if (!compact) {
+    MsgHdr h;
+    h.type = static_cast<uint8_t>(it.type);
+    h.stripes = it.stripes;
+    h.posted = posted_;
+    h.id = it.id;
+    h.id2 = it.id2;
+    h.tag = it.tag;
+    h.len = it.len;
+    h.addr = it.addr;
+    h.rkey = it.rkey;
+    std::memcpy(buf, &h, sizeof h);
+    total = sizeof h;
+    if (eager || it.type == MsgType::kRts) tx_tag_hi_ = static_cast<uint32_t>(it.tag >> 32);
+  }
+  if (eager) {
     const SendSlot& s = sends_[it.id];
     if (it.len && s.staged) {  // small CUDA message: a synchronous copy into the buffer
-      Status st = out_.pool->copy_out_sync(buf + sizeof h, s.req.buf, it.len);
+      Status st = out_.pool->copy_out_sync(buf + total, s.req.buf, it.len);
       if (!st.ok()) {
         fail(st.with_context("rdma: staging a send to " + peer_name_));
         return false;
       }
     } else if (it.len) {
-      std::memcpy(buf + sizeof h, s.req.buf, it.len);
+      std::memcpy(buf + total, s.req.buf, it.len);
     }
     total += it.len;
   }
   ibv_send_wr wr{};
   wr.wr_id = make_wr(WrKind::kMsg, id_, slot);
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
+  wr.num_sge = total > 0 ? 1 : 0;
+  wr.opcode = compact ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  wr.imm_data = compact ? htonl(static_cast<uint32_t>(it.tag)) : 0;
   if (total <= max_inline_) {
     wr.send_flags = IBV_SEND_INLINE;
     ++t_->counters_.inline_sends;
@@ -165,7 +192,7 @@ bool RdmaEndpoint::post_msg(const TxItem& it) {
   tx_next_ = (tx_next_ + 1) % t_->opts().sq_depth;
   --tx_free_;
   ++sent_;
-  advertised_ = posted_;
+  if (!compact) advertised_ = posted_;
   if (it.type == MsgType::kEager) {
     ++t_->counters_.eager_sent;
     finish_send(it.id, Code::kOk);  // the payload is copied: the caller's buffer is free

@@ -592,6 +592,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
   return {{"bytes_sent", c.bytes_sent},           {"bytes_received", c.bytes_received},
           {"msgs_sent", c.msgs_sent},             {"msgs_received", c.msgs_received},
           {"eager_sent", c.eager_sent},           {"rndv_sent", c.rndv_sent},
+          {"zero_copy_sends", c.zero_copy_sends},
           {"inline_sends", c.inline_sends},       {"unexpected_msgs", c.unexpected_msgs},
           {"unexpected_bytes_now", unexpected_used_},
           {"truncated_recvs", c.truncated_recvs}, {"protocol_errors", c.protocol_errors},

@@ -93,7 +93,8 @@ class RdmaCq final : public CompletionQueue {
 /// Writes carry | lane 8 | send slot 24 | in the index; lane receives carry the lane; staged
 /// writes (from a pinned buffer) | lane 3 | with immediate 1 | buffer 8 | send slot 20 |.
 enum class WrKind : uint8_t {
-  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6, kStaged = 7
+  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6, kStaged = 7,
+  kZeroCopy = 8,  // compact eager SEND straight from the caller's registered buffer
 };
 inline uint64_t make_wr(WrKind k, uint32_t ep, uint32_t idx) {
   return (uint64_t{static_cast<uint8_t>(k)} << 56) | (uint64_t{ep & 0xFFFFFF} << 32) | idx;
@@ -160,6 +161,7 @@ class RdmaTransport final : public Transport {
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
     uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
+    uint64_t zero_copy_sends = 0;
     uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
     uint64_t striped_sends = 0, unexpected_pulls = 0;

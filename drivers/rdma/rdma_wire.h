@@ -13,7 +13,7 @@ namespace gw::drv::rdma {
 static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
 
 inline constexpr uint32_t kHelloMagic = 0x47574448;  // "HDWG"
-inline constexpr uint16_t kWireVersion = 3;
+inline constexpr uint16_t kWireVersion = 4;
 /// Queue pairs one connection may stripe over (rdma.qps_per_conn).
 inline constexpr int kMaxQps = 8;
 
@@ -53,7 +53,11 @@ enum class MsgType : uint8_t {
                ///< buffer; one stripe. The windows come in message order, back to back.
 };
 
-/// Header of every SEND on the queue pair.
+/// Header of every SEND on the queue pair, except compact eager messages: a SEND with
+/// immediate carries an eager message's payload alone, the immediate holding the low 32 bits
+/// of its tag; the high 32 bits are those of the last eager or RTS message with a header on
+/// the connection (0 at first). One packet less for a payload of exactly the MTU, no header to
+/// copy; credits then come by the credit write.
 struct MsgHdr {
   uint8_t type = 0;
   uint8_t version = kWireVersion;

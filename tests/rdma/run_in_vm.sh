@@ -14,12 +14,16 @@ GW_CONFORMANCE_DRIVER=rdma GW_LOG_LEVEL=warn $conf_bin --gtest_brief=1 \
   --gtest_filter='-*_5ranks:*_6ranks:*_7ranks:*_8ranks'"
 fi
 inner=$(cat <<EOF2
-set -e
+set -eo pipefail
 echo "== ibv_devices"; ibv_devices
 echo "== test_rdma"; GW_LOG_LEVEL=warn $test_bin --gtest_brief=1
 $conf
 echo "== gw-perf -t rdma bw"
 $perf_bin -t rdma:dev=rxe0 --ranks 2 -s 65536 -n 200 --check
+echo "== gw-perf -t rdma bw -r 256: most messages written straight into advertised receives"
+$perf_bin -t rdma:dev=rxe0 --ranks 2 -s 65536 -n 200 -r 256 --stats 2>&1 | tee /tmp/gw-stats.log
+w=\$(awk '/^server: advert_writes_received /{print \$3}' /tmp/gw-stats.log)
+[ "\${w:-0}" -ge 100 ] || { echo "FAIL: only \${w:-0} of 200+ messages used an advertisement"; exit 1; }
 echo "== gw-perf -d rxe0 -x 1 -q 2 bw (perftest options)"
 $perf_bin -d rxe0 -x 1 -q 2 --ranks 2 -s 1M -n 50 --check
 echo "== gw-perf -t rdma lat"

@@ -89,6 +89,39 @@ TEST_F(Rdma, EagerRendezvousBoundary) {
   });
 }
 
+// Compact eager messages (SEND with immediate: the tag's low half, no header) carry the high
+// half of the last tag that went with a header. Tags that switch high halves back and forth,
+// sizes below and above the inline limit (above it registered buffers go without a copy), the
+// MTU exactly and the eager limit, receives posted before and after the messages arrive.
+TEST_F(Rdma, CompactEagerTagsAcrossHighHalves) {
+  const uint64_t tags[] = {5, (uint64_t{1} << 40) | 5, (uint64_t{1} << 40) | 6, 5, 7,
+                           (uint64_t{3} << 33) | 5, (uint64_t{1} << 40) | 5, 0xC0ull << 56};
+  const size_t sizes[] = {0, 2, 300, 4096, kEager, 1000, kEager + 1, 64};
+  for (bool late : {false, true}) {
+    run_ranks(kRxe, 2, [&](Group& g) {
+      int peer = 1 - g.rank();
+      if (late && g.rank() == 1) {  // take the messages in before any receive is posted
+        for (int i = 0; i < 60; ++i) {
+          Completion c[1];
+          (void)g.transport().cq().poll(std::span<Completion>(c, 0));
+          std::this_thread::sleep_for(Millis(5));
+        }
+      }
+      Exchange x(g);
+      for (uint64_t round = 0; round < 3; ++round) {
+        for (size_t k = 0; k < std::size(tags); ++k) {
+          const size_t len = sizes[(k + round) % std::size(sizes)];
+          if (g.rank() == 1) x.recv(peer, tags[k], len, round, len);
+          if (g.rank() == 0) x.send(peer, tags[k], len, round);
+        }
+      }
+      run_and_verify(x);
+      if (g.rank() == 0) EXPECT_GT(g.transport().stats()["zero_copy_sends"], 0u);
+      if (g.rank() == 1 && late) EXPECT_GT(g.transport().stats()["unexpected_msgs"], 0u);
+    });
+  }
+}
+
 // 400 sends and receives each way, sizes around the boundary, posted before any polling.
 TEST_F(Rdma, ManyOutstanding) {
   run_ranks(kRxe, 2, [&](Group& g) {
