@@ -147,6 +147,17 @@ TEST_F(RdmaWire, LongerThanThePostedBuffer) {
   EXPECT_TRUE(o.buffer_untouched);
 }
 
+// A compact eager message (SEND with immediate, no header) longer than rdma.eager_bytes: it
+// fits the receive buffer (which also holds a header), so the device takes it; the driver
+// refuses it.
+TEST_F(RdmaWire, CompactEagerBeyondTheEagerLimit) {
+  Raw r;
+  r.op = IBV_WR_SEND_WITH_IMM;
+  r.imm = 7;
+  r.bytes.assign(kEager + 8, 0x3c);
+  expect_protocol_error(inject(r), "more than rdma.eager_bytes");
+}
+
 TEST_F(RdmaWire, ClearToSendForUnknownSend) {
   rd::MsgHdr h;
   h.type = static_cast<uint8_t>(rd::MsgType::kCts);
