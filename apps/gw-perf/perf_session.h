@@ -57,11 +57,11 @@ struct Phase {
 
 class Session {
  public:
-  /// Register the data buffers for messages up to `max_size` with `depth` outstanding.
-  /// @return the transport's registration errors.
+  /// Register the data buffers for messages up to `max_size` with `depth` sends and
+  /// `rx_depth` receives outstanding. @return the transport's registration errors.
   static Result<std::unique_ptr<Session>> create(Group& group, const Options& opt,
-                                                 uint64_t max_size, uint32_t depth, uint32_t rx_depth,
-                                                 bool check);
+                                                 uint64_t max_size, uint32_t depth,
+                                                 uint32_t rx_depth, bool check);
   /// Control buffers only; the server calls create_data() once the client's Hello arrives.
   static Result<std::unique_ptr<Session>> create_control(Group& group, const Options& opt);
   Status create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check);

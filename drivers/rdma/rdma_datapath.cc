@@ -220,7 +220,8 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   }
   if (static_cast<int32_t>(h.posted - peer_posted_) > 0) peer_posted_ = h.posted;
   const auto type = static_cast<MsgType>(h.type);
-  if (type == MsgType::kEager || type == MsgType::kRts) rx_tag_hi_ = static_cast<uint32_t>(h.tag >> 32);
+  if (type == MsgType::kEager || type == MsgType::kRts)
+    rx_tag_hi_ = static_cast<uint32_t>(h.tag >> 32);
   on_message(h, buf + sizeof h);
   if (!failed()) repost(slot);
 }

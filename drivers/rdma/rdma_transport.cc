@@ -470,7 +470,7 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
     service_events();
   for (RdmaEndpoint* ep : eps_)
     if (ep && ep->has_tx()) ep->flush();
-  busy_ += n > 0;  // a counter, not a clock read: those cost a system call on some hosts
+  if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
   size_t m = 0;
   while (m < out.size() && done_size_ > 0) {
     out[m++] = done_[done_head_];

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "gw_config.h"
@@ -117,11 +118,7 @@ class RdmaTransport final : public Transport {
   Result<size_t> progress(std::span<Completion> out);
   int arm();
   /// Whether progress() found work since the last call (and forget it).
-  bool take_busy() {
-    const bool b = busy_ != 0;
-    busy_ = 0;
-    return b;
-  }
+  bool take_busy() { return std::exchange(busy_, false); }
   const Options& opts() const { return opts_; }
   /// Completion-queue entries one endpoint may occupy: lane 0's receives and sends, and per
   /// further lane one receive per rendezvous slot plus its sends.
@@ -202,7 +199,7 @@ class RdmaTransport final : public Transport {
   bool armed_ = false;
   uint32_t idle_polls_ = 0;
   Clock::time_point last_service_{};  // last idle epoll pass
-  uint32_t busy_ = 0;  // progress() calls that found work, since take_busy()
+  bool busy_ = false;  // progress() found work since take_busy()
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
