@@ -19,7 +19,7 @@ void Session::begin(const Phase& p) {
 
 Status Session::post_send_one(uint64_t index) {
   Phase& p = phase_;
-  uint32_t slot = static_cast<uint32_t>(index % p.slots);
+  uint32_t slot = p.slot(index);
   uint8_t* buf = send_buf_.data() + slot * p.size;
   if (p.check) pattern_fill(buf, p.size, pattern_seed(p.seq, index, p.send_dir));
   SendRequest r{buf, p.size, data_tag(p.seq), kWrDataSend | index, &send_mr_};
@@ -31,7 +31,7 @@ Status Session::post_send_one(uint64_t index) {
 
 Status Session::post_recv_one(uint64_t index) {
   Phase& p = phase_;
-  uint32_t slot = static_cast<uint32_t>(index % p.slots);
+  uint32_t slot = p.slot(index);
   RecvRequest r{recv_buf_.data() + slot * p.size, p.size, data_tag(p.seq), kWrDataRecv | index,
                 &recv_mr_};
   GW_RETURN_IF_ERROR(post_one(r, [this](auto reqs) { return ep_.post_recv(reqs); }));
@@ -61,7 +61,7 @@ Status Session::fill_sends() {
     for (; k < sreq_.size(); ++k) {
       uint64_t i = p.send_posted + k;
       if (i >= send_limit || i - p.send_done >= p.depth) break;
-      uint32_t slot = static_cast<uint32_t>(i % p.slots);
+      uint32_t slot = p.slot(i);
       uint8_t* buf = send_buf_.data() + slot * p.size;
       if (p.check) {
         if (send_busy_[slot]) break;
@@ -73,7 +73,7 @@ Status Session::fill_sends() {
     if (k == 0) break;
     GW_ASSIGN_OR_RETURN(size_t n, ep_.post_send({sreq_.data(), k}));
     if (p.check) {
-      for (size_t j = n; j < k; ++j) send_busy_[(p.send_posted + j) % p.slots] = 0;
+      for (size_t j = n; j < k; ++j) send_busy_[p.slot(p.send_posted + j)] = 0;
     }
     p.send_posted += n;
     if (n < k) break;  // queue full: more after the next completions
@@ -89,7 +89,7 @@ Status Session::fill_recvs() {
     for (; k < rreq_.size(); ++k) {
       uint64_t i = p.recv_posted + k;
       if (i >= p.recv_total || i - p.recv_done >= p.rx_depth) break;
-      uint32_t slot = static_cast<uint32_t>(i % p.slots);
+      uint32_t slot = p.slot(i);
       if (p.check) {
         if (recv_busy_[slot]) break;
         recv_busy_[slot] = 1;
@@ -100,7 +100,7 @@ Status Session::fill_recvs() {
     if (k == 0) break;
     GW_ASSIGN_OR_RETURN(size_t n, ep_.post_recv({rreq_.data(), k}));
     if (p.check) {
-      for (size_t j = n; j < k; ++j) recv_busy_[(p.recv_posted + j) % p.slots] = 0;
+      for (size_t j = n; j < k; ++j) recv_busy_[p.slot(p.recv_posted + j)] = 0;
     }
     p.recv_posted += n;
     if (n < k) break;
@@ -149,11 +149,11 @@ Status Session::pump() {
         break;
       case kWrDataSend:
         ++phase_.send_done;
-        if (phase_.check) send_busy_[index % phase_.slots] = 0;
+        if (phase_.check) send_busy_[phase_.slot(index)] = 0;
         break;
       case kWrDataRecv: {
         Phase& p = phase_;
-        uint32_t slot = static_cast<uint32_t>(index % p.slots);
+        uint32_t slot = p.slot(index);
         if (c.len != p.size) {
           p.errors += p.size > 0 ? p.size : 1;
         } else if (p.check) {

@@ -53,6 +53,8 @@ struct Phase {
   uint32_t send_dir = 0, recv_dir = 0;  ///< rank whose pattern is sent / expected
   uint64_t errors = 0;
   uint64_t* recv_times = nullptr;  ///< bw: ns timestamp of each receive completion
+  /// Buffer slot of message `i`; one slot (no division) unless checking.
+  uint32_t slot(uint64_t i) const { return slots == 1 ? 0 : static_cast<uint32_t>(i % slots); }
 };
 
 class Session {

@@ -123,6 +123,15 @@ void RdmaEndpoint::on_advert(const MsgHdr& h) {
   adverts_.push(a);
 }
 
+void RdmaEndpoint::under_way(uint64_t tag) {
+  if (orphans_.full()) {
+    orphan_floor_ = orphans_.front().index + 1;
+    orphans_lost_ = true;
+    orphans_.pop();
+  }
+  orphans_.push(Orphan{queued_++, tag, false});
+}
+
 bool RdmaEndpoint::use_advert(uint32_t s, const SendRequest& r, bool rendezvous) {
   // The first live advertisement of this tag is this message's receive, whichever way it goes.
   Advert a;
@@ -138,15 +147,10 @@ bool RdmaEndpoint::use_advert(uint32_t s, const SendRequest& r, bool rendezvous)
   }
   while (!adverts_.empty() && adverts_.front().dead) adverts_.pop();
   if (!found || !rendezvous || a.len != r.len) {
-    if (!found) {  // under way: an advertisement made before it arrives is its receive
-      if (orphans_.full()) {
-        orphan_floor_ = orphans_.front().index + 1;
-        orphans_lost_ = true;
-        orphans_.pop();
-      }
-      orphans_.push(Orphan{queued_, r.tag, false});
-    }
-    ++queued_;
+    if (found)
+      ++queued_;
+    else
+      under_way(r.tag);
     return false;
   }
   queue_write(s, a.slot, a.addr, a.rkey, a.stripes);

@@ -15,7 +15,7 @@ int32_t RdmaEndpoint::credits() const {
 }
 
 void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  Completion c;
+  Completion& c = t_->push_completion();
   c.wr_id = wr_id;
   c.tag = tag;
   c.len = len;
@@ -23,7 +23,6 @@ void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Cod
   c.peer_id = peer_id_;
   c.op = op;
   c.code = code;
-  t_->push_completion(c);
 }
 
 void RdmaEndpoint::finish_send(uint32_t s, Code code) {
@@ -147,30 +146,41 @@ void RdmaEndpoint::on_lane_recv(const ibv_wc& wc, uint32_t lane) {
 }
 
 void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
-  if (wc.status != IBV_WC_SUCCESS) {
-    if (!failed()) fail(wc_error(wc, "receive"));
-    return;
-  }
-  if (failed()) return;
+  if (wc.status != IBV_WC_SUCCESS || failed()) return recv_failed(wc);
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     if (on_write_imm(ntohl(wc.imm_data))) repost(slot);
     return;
   }
   const uint8_t* buf = rx_mem_.get() + size_t{slot} * slot_bytes_;
-  MsgHdr h;
-  if (wc.wc_flags & IBV_WC_WITH_IMM) {  // compact eager message (rdma_wire.h)
-    if (wc.byte_len > t_->opts().eager_bytes) {
-      fail(protocol_error("compact eager message of " + std::to_string(wc.byte_len) +
-                          " bytes, more than rdma.eager_bytes"));
-      return;
+  if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
+    on_header_msg(wc, buf);
+  } else if (wc.byte_len > t_->opts().eager_bytes) {  // compact eager message (rdma_wire.h)
+    return compact_too_long(wc.byte_len);
+  } else {
+    const uint64_t tag = (uint64_t{rx_tag_hi_} << 32) | ntohl(wc.imm_data);
+    if (!deliver_eager(tag, buf, wc.byte_len)) {
+      MsgHdr h;
+      h.type = static_cast<uint8_t>(MsgType::kEager);
+      h.tag = tag;
+      h.len = wc.byte_len;
+      on_message(h, buf);
     }
-    h.type = static_cast<uint8_t>(MsgType::kEager);
-    h.tag = (uint64_t{rx_tag_hi_} << 32) | ntohl(wc.imm_data);
-    h.len = wc.byte_len;
-    on_message(h, buf);
-    if (!failed()) repost(slot);
-    return;
   }
+  if (!failed()) repost(slot);
+}
+
+void RdmaEndpoint::recv_failed(const ibv_wc& wc) {
+  if (wc.status != IBV_WC_SUCCESS && !failed()) fail(wc_error(wc, "receive"));
+}
+
+void RdmaEndpoint::compact_too_long(uint32_t len) {
+  fail(protocol_error("compact eager message of " + std::to_string(len) +
+                      " bytes, more than rdma.eager_bytes"));
+}
+
+// A message with a header (rdma_wire.h): validated, then handled; on error the endpoint fails.
+void RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf) {
+  MsgHdr h;
   if (wc.byte_len < sizeof h) {
     fail(protocol_error(std::to_string(wc.byte_len) + " bytes, shorter than a header"));
     return;
@@ -223,7 +233,6 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   if (type == MsgType::kEager || type == MsgType::kRts)
     rx_tag_hi_ = static_cast<uint32_t>(h.tag >> 32);
   on_message(h, buf + sizeof h);
-  if (!failed()) repost(slot);
 }
 
 void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey,
@@ -314,6 +323,25 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     if (type == MsgType::kRts) pull(u);
     unexp_.push_back(std::move(u));
   }
+}
+
+bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len) {
+  if (bound_ && t_->any_posted()) return false;
+  int i = recvs_.head();
+  while (i >= 0 && recvs_[i].req.tag != tag && recvs_[i].req.tag != kAnyTag) i = recvs_.next(i);
+  if (i < 0) return false;
+  const PostedRecv& p = recvs_[i];
+  const RecvRequest& r = p.req;
+  if ((r.tag != tag && r.tag != kAnyTag) || p.adv != kNoSlot || len > r.len ||
+      (r.mr && r.mr->kind() == MemKind::kCudaDevice) || t_->staged(r.buf, r.mr))
+    return false;
+  ++matched_;
+  if (len) std::memcpy(r.buf, payload, len);
+  ++t_->counters_.msgs_received;
+  t_->counters_.bytes_received += len;
+  complete(r.wr_id, tag, len, Op::kRecv, Code::kOk);
+  recvs_.erase(i);
+  return true;
 }
 
 void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,

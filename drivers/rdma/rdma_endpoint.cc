@@ -261,6 +261,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
+    if (send_inline(r)) continue;
     Status st = check_send(r);
     if (!st.ok()) {
       if (n == 0) return st;
@@ -306,7 +307,11 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     if (use_advert(s, r, it.type == MsgType::kRts)) continue;  // written straight in
     txq_.push(it);
   }
-  flush();
+  // Only inline sends: post them, nothing else (receive reposts wait for an idle poll).
+  if (txq_.empty() && !credit_due())
+    post_staged(0);
+  else
+    flush();
   return n;
 }
 
@@ -320,19 +325,19 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
       if (n == 0) return error_;
       break;
     }
-    Status st = check_recv(r);
-    if (!st.ok()) {
-      if (n == 0) return st;
+    if ((r.buf == nullptr && r.len > 0) || (r.mr && !r.mr->contains(r.buf, r.len))) {
+      if (n == 0) return check_recv(r);
       break;
     }
     if (recvs_.full()) break;
-    int u = find_unexpected(r.tag);
+    const int u = unexp_.empty() ? -1 : find_unexpected(r.tag);
     if (u >= 0) {
       take_unexpected(u, r);
       took = true;
       continue;
     }
-    maybe_advertise(recvs_.push_back(PostedRecv{r, t_->next_post_seq()}));
+    const int i = recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+    if (r.len > eager_limit_) maybe_advertise(i);
   }
   // Advertisements wait for the next send or progress pass: one chained post, not two.
   if (took) flush();

@@ -59,9 +59,13 @@ class RdmaEndpoint final : public Endpoint {
   // --- data path (rdma_datapath.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
   void flush();
+  /// Work for flush(). Receive reposts wait for a batch, or for an idle poll (idle_work()):
+  /// posting them is not on the way to the caller's next completion.
   bool has_tx() const {
-    return !txq_.empty() || rstaged_ > 0 || credit_due() || copies_in_ > 0 || !starved_.empty();
+    return !txq_.empty() || rstaged_ >= repost_batch_ || credit_due() || copies_in_ > 0 ||
+           !starved_.empty();
   }
+  bool idle_work() const { return rstaged_ > 0; }
   /// Fails every pending request and the endpoint. `keep_buffered`: the peer left cleanly,
   /// so messages that arrived whole and wait for their receive stay receivable.
   void fail(const Status& st, bool keep_buffered = false);
@@ -127,6 +131,9 @@ class RdmaEndpoint final : public Endpoint {
   Status check_send(const SendRequest& r) const;
   Status check_recv(const RecvRequest& r) const;
   void on_recv(const ibv_wc& wc, uint32_t slot);
+  void on_header_msg(const ibv_wc& wc, const uint8_t* buf);
+  [[gnu::cold, gnu::noinline]] void recv_failed(const ibv_wc& wc);
+  [[gnu::cold, gnu::noinline]] void compact_too_long(uint32_t len);
   /// A rendezvous stripe landed (WRITE with immediate on any lane). @return false on error.
   bool on_write_imm(uint32_t imm);
   void on_lane_recv(const ibv_wc& wc, uint32_t lane);
@@ -181,11 +188,22 @@ class RdmaEndpoint final : public Endpoint {
   /// Sender: send slot `s` may go straight into an advertised receive (queues the write and
   /// returns true), else it is a normal message (recorded for later advertisements).
   bool use_advert(uint32_t s, const SendRequest& r, bool rendezvous);
+  /// Sender: records a message sent without an advertisement (an advertisement made before it
+  /// arrives is its receive).
+  void under_way(uint64_t tag);
+  /// on_message's common case for an eager message: no any-source receive is posted and the
+  /// first matching receive takes it (large enough, host memory, not advertised).
+  /// @return false where on_message must decide.
+  bool deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len);
   /// Deliver an arrived message to receive `r` (eager payload or rendezvous request).
   void deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                const uint8_t* payload, uint32_t send_id);
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
   void finish_send(uint32_t s, Code code);
+  /// The common small send: an eager message within the inline limit, nothing queued before
+  /// it, credit and room at hand. Staged at once (no send slot, no transmit buffer: the device
+  /// copies inline data when posted) and completed. @return false to take the queued path.
+  bool send_inline(const SendRequest& r);
   bool post_msg(const TxItem& it);
   bool post_write(TxItem& it);
   void post_credit();
@@ -202,13 +220,19 @@ class RdmaEndpoint final : public Endpoint {
   void repost_lane(uint32_t lane);
   bool room(uint32_t lane) const;
   /// Adds `wr` (with `sge`) to lane `l`'s chain; `msg`: it uses a transmit buffer.
-  void stage(uint32_t l, ibv_send_wr wr, const ibv_sge& sge, bool msg, bool must_signal);
+  void stage(uint32_t l, const ibv_send_wr& wr, const ibv_sge& sge, bool msg, bool must_signal);
+  /// stage() in place: the next work request of lane `l` with its sge, chaining and signal
+  /// flag set; the caller fills in the rest (fields it leaves are stale).
+  ibv_send_wr& next_wr(uint32_t l, const ibv_sge& sge, bool msg, bool must_signal);
   void post_staged(uint32_t l);
   /// A signalled send completion on lane `l`: retires it and the unsignalled ones before it.
   void retire(uint32_t l);
   /// Creates lane `i`'s queue pair in INIT. @return ResourceExhausted/SystemError.
   Status create_lane(uint32_t i, uint32_t recv_depth);
   Status protocol_error(const std::string& what);
+  /// Fails the endpoint: verbs call `call` on queue pair `lane` returned `rc`. Out of line and
+  /// cold, so the posting functions stay small.
+  [[gnu::cold, gnu::noinline]] void fail_verbs(const char* call, uint32_t lane, int rc);
   Status wc_error(const ibv_wc& wc, const char* what) const;
 
   RdmaTransport* t_;
@@ -238,6 +262,7 @@ class RdmaEndpoint final : public Endpoint {
   std::vector<ibv_recv_wr> rwrs_;        // staged receive reposts of lane 0
   std::vector<ibv_sge> rsges_;
   uint32_t rstaged_ = 0;
+  uint32_t repost_batch_ = 1;  // staged reposts that make a flush due while busy
   // Credits: words the peer RDMA-writes; counts that wrap at 2^32.
   struct alignas(64) CreditWords {
     volatile uint32_t peer_posted;  // written by the peer

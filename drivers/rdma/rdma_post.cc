@@ -7,6 +7,7 @@
 // next flush, before any header can advertise them as credits.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "rdma_endpoint.h"
@@ -27,6 +28,7 @@ void RdmaEndpoint::init_posting() {
   rsges_.assign(o.recv_depth, ibv_sge{});
   tx_free_ = o.sq_depth;
   credit_every_ = std::max<uint32_t>(1, o.recv_depth / 4);
+  repost_batch_ = std::clamp<uint32_t>(o.recv_depth / 8, 1, 16);
 }
 
 void RdmaEndpoint::repost(uint32_t slot) {
@@ -48,10 +50,7 @@ void RdmaEndpoint::post_recvs() {
   int rc = ibv_post_recv(lanes_[0].qp.get(), rwrs_.data(), &bad);
   const uint32_t n = rstaged_;
   rstaged_ = 0;
-  if (rc != 0) {
-    fail(Status(Code::kSystemError, "rdma: ibv_post_recv toward " + peer_name_, rc));
-    return;
-  }
+  if (rc != 0) return fail_verbs("ibv_post_recv", 0, rc);
   posted_ += n;
 }
 
@@ -61,37 +60,44 @@ void RdmaEndpoint::repost_lane(uint32_t lane) {
   wr.wr_id = make_wr(WrKind::kLaneRecv, id_, lane);
   ibv_recv_wr* bad = nullptr;
   int rc = ibv_post_recv(lanes_[lane].qp.get(), &wr, &bad);
-  if (rc != 0) {
-    fail(Status(Code::kSystemError,
-                "rdma: ibv_post_recv on queue pair " + std::to_string(lane) + " toward " +
-                    peer_name_,
-                rc));
-  }
+  if (rc != 0) fail_verbs("ibv_post_recv", lane, rc);
 }
 
 bool RdmaEndpoint::room(uint32_t l) const {
   return lanes_[l].sq_used < t_->opts().sq_depth;
 }
 
-void RdmaEndpoint::stage(uint32_t l, ibv_send_wr wr, const ibv_sge& sge, bool msg,
-                         bool must_signal) {
+ibv_send_wr& RdmaEndpoint::next_wr(uint32_t l, const ibv_sge& sge, bool msg, bool must_signal) {
   Lane& lane = lanes_[l];
   if (lane.staged == kStageMax) post_staged(l);
   ++lane.unsignaled;
   lane.unsignaled_msgs += msg ? 1 : 0;
   ++lane.sq_used;
+  ibv_sge& s = lane.sges[lane.staged];
+  s = sge;
+  ibv_send_wr& w = lane.wrs[lane.staged++];
+  w.sg_list = &s;
+  w.next = nullptr;
+  w.send_flags = 0;
   // Signal when asked, every kSignalEvery requests, and when the queue is about to fill, so
   // that room always comes back.
   if (must_signal || lane.unsignaled >= kSignalEvery || lane.sq_used >= t_->opts().sq_depth) {
-    wr.send_flags |= IBV_SEND_SIGNALED;
+    w.send_flags = IBV_SEND_SIGNALED;
     lane.sigs.push(Sig{lane.unsignaled, lane.unsignaled_msgs});
     lane.unsignaled = lane.unsignaled_msgs = 0;
   }
-  ibv_sge& s = lane.sges[lane.staged];
-  s = sge;
-  wr.sg_list = &s;
-  wr.next = nullptr;
-  lane.wrs[lane.staged++] = wr;
+  return w;
+}
+
+void RdmaEndpoint::stage(uint32_t l, const ibv_send_wr& wr, const ibv_sge& sge, bool msg,
+                         bool must_signal) {
+  ibv_send_wr& w = next_wr(l, sge, msg, must_signal);
+  ibv_sge* s = w.sg_list;
+  const unsigned flags = w.send_flags;
+  w = wr;
+  w.sg_list = s;
+  w.next = nullptr;
+  w.send_flags |= flags;
 }
 
 void RdmaEndpoint::post_staged(uint32_t l) {
@@ -101,12 +107,14 @@ void RdmaEndpoint::post_staged(uint32_t l) {
   ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(lane.qp.get(), lane.wrs.data(), &bad);
   lane.staged = 0;
-  if (rc != 0) {
-    fail(Status(Code::kSystemError,
-                "rdma: ibv_post_send on queue pair " + std::to_string(l) + " toward " +
-                    peer_name_,
-                rc));
-  }
+  if (rc != 0) fail_verbs("ibv_post_send", l, rc);
+}
+
+void RdmaEndpoint::fail_verbs(const char* call, uint32_t lane, int rc) {
+  fail(Status(Code::kSystemError,
+              std::string("rdma: ") + call + " on queue pair " + std::to_string(lane) +
+                  " toward " + peer_name_,
+              rc));
 }
 
 void RdmaEndpoint::retire(uint32_t l) {
@@ -116,6 +124,36 @@ void RdmaEndpoint::retire(uint32_t l) {
   lane.sigs.pop();
   lane.sq_used -= std::min(lane.sq_used, s.wrs);
   if (l == 0) tx_free_ += s.msgs;
+}
+
+bool RdmaEndpoint::send_inline(const SendRequest& r) {
+  if (r.len > max_inline_ || (r.tag >> 32) != tx_tag_hi_ || !txq_.empty() || !room(0) ||
+      credits() <= 0 || r.tag == kAnyTag || (r.buf == nullptr && r.len > 0))
+    return false;
+  if (r.mr && (!r.mr->contains(r.buf, r.len) || r.mr->kind() == MemKind::kCudaDevice))
+    return false;  // check_send's error, or GPUDirect memory (always rendezvous)
+  if (t_->staged(r.buf, r.mr)) return false;
+  // Only recorded: an eager message never takes an advertisement (but uses up its tag's).
+  if (adverts_.empty())
+    under_way(r.tag);
+  else
+    use_advert(0, r, false);
+  ibv_send_wr& w = next_wr(
+      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), 0}, false,
+      false);
+  w.wr_id = make_wr(WrKind::kMsg, id_, 0);
+  w.num_sge = r.len > 0 ? 1 : 0;
+  w.opcode = IBV_WR_SEND_WITH_IMM;
+  w.imm_data = htonl(static_cast<uint32_t>(r.tag));
+  w.send_flags |= IBV_SEND_INLINE;  // the device copies the bytes when it is posted
+  ++sent_;
+  auto& c = t_->counters_;
+  ++c.msgs_sent;
+  c.bytes_sent += r.len;
+  ++c.eager_sent;
+  ++c.inline_sends;
+  complete(r.wr_id, r.tag, r.len, Op::kSend, Code::kOk);
+  return true;
 }
 
 bool RdmaEndpoint::post_msg(const TxItem& it) {

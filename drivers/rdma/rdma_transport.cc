@@ -449,7 +449,11 @@ void RdmaTransport::handle_wc(const ibv_wc& wc) {
   auto kind = static_cast<WrKind>(wc.wr_id >> 56);
   uint32_t id = static_cast<uint32_t>(wc.wr_id >> 32) & 0xFFFFFF;
   RdmaEndpoint* ep = id < eps_.size() ? eps_[id] : nullptr;
-  if (ep) ep->on_wc(wc, kind, static_cast<uint32_t>(wc.wr_id));
+  if (!ep) return;
+  if (kind == WrKind::kRecv)  // the common one, without on_wc's dispatch
+    ep->on_recv(wc, static_cast<uint32_t>(wc.wr_id));
+  else
+    ep->on_wc(wc, kind, static_cast<uint32_t>(wc.wr_id));
 }
 
 Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
@@ -469,12 +473,12 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   if (n == 0 && (armed_ || !pending_.empty() || (++idle_polls_ % 32 == 0 && service_due())))
     service_events();
   for (RdmaEndpoint* ep : eps_)
-    if (ep && ep->has_tx()) ep->flush();
+    if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
   size_t m = 0;
   while (m < out.size() && done_size_ > 0) {
     out[m++] = done_[done_head_];
-    done_head_ = (done_head_ + 1) % done_.size();
+    done_head_ = (done_head_ + 1) & (done_.size() - 1);
     --done_size_;
   }
   return m;
@@ -496,15 +500,11 @@ int RdmaTransport::arm() {
   return epfd_.get();
 }
 
-void RdmaTransport::push_completion(const Completion& c) {
-  if (done_size_ == done_.size()) {  // grow: completions are never dropped
-    std::vector<Completion> bigger(done_.size() * 2);
-    for (size_t i = 0; i < done_size_; ++i) bigger[i] = done_[(done_head_ + i) % done_.size()];
-    done_.swap(bigger);
-    done_head_ = 0;
-  }
-  done_[(done_head_ + done_size_) % done_.size()] = c;
-  ++done_size_;
+void RdmaTransport::grow_done() {  // completions are never dropped
+  std::vector<Completion> bigger(done_.size() * 2);
+  for (size_t i = 0; i < done_size_; ++i) bigger[i] = done_[(done_head_ + i) & (done_.size() - 1)];
+  done_.swap(bigger);
+  done_head_ = 0;
 }
 
 void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
@@ -512,8 +512,8 @@ void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
   cq_used_ -= ep->cq_entries();
   size_t kept = 0;
   for (size_t i = 0; i < done_size_; ++i) {
-    const Completion& c = done_[(done_head_ + i) % done_.size()];
-    if (c.ep != ep) done_[(done_head_ + kept++) % done_.size()] = c;
+    const Completion& c = done_[(done_head_ + i) & (done_.size() - 1)];
+    if (c.ep != ep) done_[(done_head_ + kept++) & (done_.size() - 1)] = c;
   }
   done_size_ = kept;
 }

@@ -130,7 +130,11 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
   RegCache& regcache() { return *regcache_; }
-  void push_completion(const Completion& c);
+  /// The next free entry of the completion ring (grown when full), for the caller to fill.
+  Completion& push_completion() {
+    if (done_size_ == done_.size()) grow_done();
+    return done_[(done_head_ + done_size_++) & (done_.size() - 1)];
+  }
   uint64_t next_post_seq() { return post_seq_++; }
   uint64_t next_arrival() { return arrivals_++; }
   void endpoint_gone(RdmaEndpoint* ep);
@@ -138,6 +142,7 @@ class RdmaTransport final : public Transport {
   /// Earliest any-source receive matching `tag` posted before `before`; -1 if none.
   int find_any(uint64_t tag, uint64_t before) const;
   RecvRequest take_any(int i);
+  bool any_posted() const { return any_.size() > 0; }
   /// An any-source receive is posted that a message with `tag` would match.
   bool any_may_take(uint64_t tag) const;
   /// Whether `buf` (in `mr`, if any) is CUDA memory that must be staged: only on the staging
@@ -180,6 +185,7 @@ class RdmaTransport final : public Transport {
   void answer(std::unique_ptr<PendingConn> pc);
   void expire_pending();
   void handle_wc(const ibv_wc& wc);
+  void grow_done();
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
 
   Options opts_;
@@ -205,7 +211,9 @@ class RdmaTransport final : public Transport {
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
   std::vector<std::unique_ptr<PendingConn>> pending_;
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
-  std::vector<Completion> done_;  // ring of finished requests; grows, never drops
+  // Ring of finished requests; grows (doubling: the size stays a power of two, indices wrap
+  // by a mask), never drops.
+  std::vector<Completion> done_;
   size_t done_head_ = 0, done_size_ = 0;
   SlotList<AnyRecv> any_;
   uint64_t post_seq_ = 0, arrivals_ = 0;

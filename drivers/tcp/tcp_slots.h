@@ -12,30 +12,31 @@
 
 namespace gw::drv::tcp {
 
-/// FIFO ring buffer.
+/// FIFO ring buffer. Indices wrap by one subtraction, not a division (hot path).
 template <class T>
 class Ring {
  public:
-  void init(size_t cap) { v_.assign(cap, T{}); head_ = size_ = 0; }
+  void init(size_t cap) { v_.assign(cap, T{}); cap_ = cap; head_ = size_ = 0; }
   size_t size() const { return size_; }
-  size_t capacity() const { return v_.size(); }
+  size_t capacity() const { return cap_; }
   bool empty() const { return size_ == 0; }
-  bool full() const { return size_ == v_.size(); }
+  bool full() const { return size_ == cap_; }
   T& front() { return v_[head_]; }
-  T& at(size_t i) { return v_[(head_ + i) % v_.size()]; }
+  T& at(size_t i) { return v_[wrap(head_ + i)]; }
   void push(const T& x) {
-    v_[(head_ + size_) % v_.size()] = x;
+    v_[wrap(head_ + size_)] = x;
     ++size_;
   }
   void pop() {
-    head_ = (head_ + 1) % v_.size();
+    head_ = wrap(head_ + 1);
     --size_;
   }
   void clear() { head_ = size_ = 0; }
 
  private:
+  size_t wrap(size_t i) const { return i >= cap_ ? i - cap_ : i; }  // i < 2 * cap_
   std::vector<T> v_;
-  size_t head_ = 0, size_ = 0;
+  size_t cap_ = 0, head_ = 0, size_ = 0;
 };
 
 /// Ordered list with O(1) erase from the middle, over a fixed pool of nodes.
