@@ -261,7 +261,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
-    if (send_inline(r)) continue;
+    if (send_now(r)) continue;
     Status st = check_send(r);
     if (!st.ok()) {
       if (n == 0) return st;
@@ -307,7 +307,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     if (use_advert(s, r, it.type == MsgType::kRts)) continue;  // written straight in
     txq_.push(it);
   }
-  // Only inline sends: post them, nothing else (receive reposts wait for an idle poll).
+  // Only send_now()s: post them, nothing else (receive reposts wait for an idle poll).
   if (txq_.empty() && !credit_due())
     post_staged(0);
   else

@@ -200,10 +200,12 @@ class RdmaEndpoint final : public Endpoint {
                const uint8_t* payload, uint32_t send_id);
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
   void finish_send(uint32_t s, Code code);
-  /// The common small send: an eager message within the inline limit, nothing queued before
-  /// it, credit and room at hand. Staged at once (no send slot, no transmit buffer: the device
-  /// copies inline data when posted) and completed. @return false to take the queued path.
-  bool send_inline(const SendRequest& r);
+  /// The common eager send: a compact message (rdma_wire.h), nothing queued before it, credit
+  /// and room at hand, staged at once. Within the inline limit it needs no send slot or
+  /// transmit buffer (the device copies inline data when posted) and completes now; above it,
+  /// from registered memory, it is sent from the caller's buffer and completes with its SEND.
+  /// @return false to take the queued path (copy into a transmit buffer).
+  bool send_now(const SendRequest& r);
   bool post_msg(const TxItem& it);
   bool post_write(TxItem& it);
   void post_credit();

@@ -126,31 +126,48 @@ void RdmaEndpoint::retire(uint32_t l) {
   if (l == 0) tx_free_ += s.msgs;
 }
 
-bool RdmaEndpoint::send_inline(const SendRequest& r) {
-  if (r.len > max_inline_ || (r.tag >> 32) != tx_tag_hi_ || !txq_.empty() || !room(0) ||
+bool RdmaEndpoint::send_now(const SendRequest& r) {
+  if (r.len > eager_limit_ || (r.tag >> 32) != tx_tag_hi_ || !txq_.empty() || !room(0) ||
       credits() <= 0 || r.tag == kAnyTag || (r.buf == nullptr && r.len > 0))
     return false;
   if (r.mr && (!r.mr->contains(r.buf, r.len) || r.mr->kind() == MemKind::kCudaDevice))
     return false;  // check_send's error, or GPUDirect memory (always rendezvous)
   if (t_->staged(r.buf, r.mr)) return false;
+  const bool inl = r.len <= max_inline_;
+  RegCache::Entry* e = inl ? nullptr : region_entry(r.mr);
+  if (!inl && (!e || free_sends_.empty())) return false;  // copied into a transmit buffer
   // Only recorded: an eager message never takes an advertisement (but uses up its tag's).
   if (adverts_.empty())
     under_way(r.tag);
   else
     use_advert(0, r, false);
-  ibv_send_wr& w = next_wr(
-      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), 0}, false,
-      false);
-  w.wr_id = make_wr(WrKind::kMsg, id_, 0);
+  ibv_send_wr& w = next_wr(0,
+                           ibv_sge{reinterpret_cast<uintptr_t>(r.buf),
+                                   static_cast<uint32_t>(r.len), e ? e->mr->lkey : 0},
+                           false, !inl);
   w.num_sge = r.len > 0 ? 1 : 0;
   w.opcode = IBV_WR_SEND_WITH_IMM;
   w.imm_data = htonl(static_cast<uint32_t>(r.tag));
-  w.send_flags |= IBV_SEND_INLINE;  // the device copies the bytes when it is posted
   ++sent_;
   auto& c = t_->counters_;
+  ++c.eager_sent;
+  if (!inl) {  // straight from the caller's buffer: done when its SEND completes
+    const uint32_t s = free_sends_.back();
+    free_sends_.pop_back();
+    SendSlot& slot = sends_[s];  // what finish_send and the CTS checks read
+    slot.req = r;
+    slot.reg = nullptr;
+    slot.stripes_left = 0;
+    slot.awaiting_cts = slot.staged = slot.windowed = false;
+    slot.used = true;
+    w.wr_id = make_wr(WrKind::kZeroCopy, id_, s);
+    ++c.zero_copy_sends;
+    return true;
+  }
+  w.wr_id = make_wr(WrKind::kMsg, id_, 0);
+  w.send_flags |= IBV_SEND_INLINE;  // the device copies the bytes when it is posted
   ++c.msgs_sent;
   c.bytes_sent += r.len;
-  ++c.eager_sent;
   ++c.inline_sends;
   complete(r.wr_id, r.tag, r.len, Op::kSend, Code::kOk);
   return true;
