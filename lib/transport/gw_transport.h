@@ -100,7 +100,9 @@ struct SendRequest {
   size_t len = 0;
   uint64_t tag = 0;                   ///< must not be kAnyTag
   uint64_t wr_id = 0;                 ///< returned in the completion
-  const MemoryRegion* mr = nullptr;   ///< must cover buf; may be null if !requires_registration
+  /// Must cover buf; may be null if !requires_registration. The region (this object, at
+  /// this address) must outlive the request's completion, as its memory must.
+  const MemoryRegion* mr = nullptr;
 };
 
 struct RecvRequest {
@@ -108,7 +110,7 @@ struct RecvRequest {
   size_t len = 0;                     ///< capacity; a longer message fails this receive
   uint64_t tag = 0;                   ///< or kAnyTag
   uint64_t wr_id = 0;
-  const MemoryRegion* mr = nullptr;
+  const MemoryRegion* mr = nullptr;   ///< as SendRequest::mr
 };
 
 enum class Op : uint8_t {
