@@ -3,8 +3,10 @@
 // doorbell on hardware). Only every kSignalEvery-th request, and every WRITE with immediate
 // (its completion completes a send), is signalled; a signalled completion retires every
 // request posted before it on that lane, which frees send-queue room and transmit buffers
-// (used in order, as a ring). Receive buffers are reposted in batches at the start of the
-// next flush, before any header can advertise them as credits.
+// (used in order, as a ring). Receive buffers are reposted in batches at the start of a
+// flush, before any header can advertise them as credits: a flush is due once repost_batch_
+// wait, or when a poll finds nothing (so reposting is never between a message and the
+// caller's answer). send_now() is the short way for the common eager send.
 #include <arpa/inet.h>
 
 #include <algorithm>

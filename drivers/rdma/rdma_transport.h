@@ -130,8 +130,10 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
   RegCache& regcache() { return *regcache_; }
-  /// The next free entry of the completion ring (grown when full), for the caller to fill.
+  /// Where the next completion goes, for the caller to fill: during progress() the caller's
+  /// array while it has room (nothing older is queued then), else the ring (grown when full).
   Completion& push_completion() {
+    if (direct_n_ < direct_cap_) return direct_[direct_n_++];
     if (done_size_ == done_.size()) grow_done();
     return done_[(done_head_ + done_size_++) & (done_.size() - 1)];
   }
@@ -215,6 +217,8 @@ class RdmaTransport final : public Transport {
   // by a mask), never drops.
   std::vector<Completion> done_;
   size_t done_head_ = 0, done_size_ = 0;
+  Completion* direct_ = nullptr;  // progress(): the caller's array, filled up to direct_cap_
+  size_t direct_n_ = 0, direct_cap_ = 0;
   SlotList<AnyRecv> any_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
   GpuPath gpu_;  // how CUDA device memory is registered
