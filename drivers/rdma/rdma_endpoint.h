@@ -5,10 +5,11 @@
 /// matches it and answers CTS with its buffer's address and rkey, the sender RDMA-WRITEs
 /// (the last chunk with immediate, which completes the receive). Every SEND and WRITE with
 /// immediate uses one of the peer's receive buffers: the sender holds a credit for each;
-/// receivers repost in batches (or when idle) and return credits in every header and, when traffic is one-way,
-/// by an RDMA WRITE of their posted-count into the sender's credit word (needs no credit).
-/// All outgoing work goes through one ordered software queue, so a lack of credits or send
-/// queue room only delays it. With rdma.qps_per_conn > 1 the connection has more queue pairs
+/// receivers repost in batches (or when idle) and return credits in every header and, when
+/// traffic is one-way, by an RDMA WRITE of their posted-count into the sender's credit word
+/// (needs no credit). Outgoing work goes through one ordered software queue, so a lack of
+/// credits or send queue room only delays it; an eager send with nothing queued ahead skips
+/// it (send_now). With rdma.qps_per_conn > 1 the connection has more queue pairs
 /// ("lanes"): lane 0 carries every SEND (so matching keeps the send order) and its share of
 /// rendezvous data; the others carry only rendezvous stripes, and pre-post one empty receive
 /// per rendezvous slot, so their WRITEs with immediate never need credits.

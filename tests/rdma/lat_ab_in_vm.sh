@@ -21,7 +21,8 @@ for r in $(seq 1 "$rounds"); do
   for s in 2 4096; do
     echo "r$r ib_send_lat $s: $(pt -s $s -n 1000)"
     for b in "$@"; do
-      out=$("$b/apps/gw-perf/gw-perf" --ranks 2 -t rdma:dev=rxe0 --test lat --busy -s $s -n 1000 2>&1)
+      out=$("$b/apps/gw-perf/gw-perf" --ranks 2 -t rdma:dev=rxe0 --test lat --busy -s $s \
+            -n 1000 2>&1)
       echo "r$r $b $s: $(echo "$out" | grep -E '^ [0-9]|rror' | tail -1)"
     done
   done
