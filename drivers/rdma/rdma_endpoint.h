@@ -207,6 +207,9 @@ class RdmaEndpoint final : public Endpoint {
   /// from registered memory, it is sent from the caller's buffer and completes with its SEND.
   /// @return false to take the queued path (copy into a transmit buffer).
   bool send_now(const SendRequest& r);
+  /// Stages send slot `s` (a compact eager message in registered memory, key `lkey`) as one
+  /// signalled SEND with immediate from the caller's buffer; it completes with that SEND.
+  void stage_compact(uint32_t s, uint32_t lkey);
   bool post_msg(const TxItem& it);
   bool post_write(TxItem& it);
   void post_credit();

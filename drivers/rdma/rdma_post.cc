@@ -128,6 +128,20 @@ void RdmaEndpoint::retire(uint32_t l) {
   if (l == 0) tx_free_ += s.msgs;
 }
 
+void RdmaEndpoint::stage_compact(uint32_t s, uint32_t lkey) {
+  const SendRequest& r = sends_[s].req;
+  ibv_send_wr& w = next_wr(
+      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), lkey}, false,
+      true);
+  w.wr_id = make_wr(WrKind::kZeroCopy, id_, s);
+  w.num_sge = 1;
+  w.opcode = IBV_WR_SEND_WITH_IMM;
+  w.imm_data = htonl(static_cast<uint32_t>(r.tag));
+  ++sent_;
+  ++t_->counters_.eager_sent;
+  ++t_->counters_.zero_copy_sends;
+}
+
 bool RdmaEndpoint::send_now(const SendRequest& r) {
   if (r.len > eager_limit_ || (r.tag >> 32) != tx_tag_hi_ || !txq_.empty() || !room(0) ||
       credits() <= 0 || r.tag == kAnyTag || (r.buf == nullptr && r.len > 0))
@@ -143,16 +157,6 @@ bool RdmaEndpoint::send_now(const SendRequest& r) {
     under_way(r.tag);
   else
     use_advert(0, r, false);
-  ibv_send_wr& w = next_wr(0,
-                           ibv_sge{reinterpret_cast<uintptr_t>(r.buf),
-                                   static_cast<uint32_t>(r.len), e ? e->mr->lkey : 0},
-                           false, !inl);
-  w.num_sge = r.len > 0 ? 1 : 0;
-  w.opcode = IBV_WR_SEND_WITH_IMM;
-  w.imm_data = htonl(static_cast<uint32_t>(r.tag));
-  ++sent_;
-  auto& c = t_->counters_;
-  ++c.eager_sent;
   if (!inl) {  // straight from the caller's buffer: done when its SEND completes
     const uint32_t s = free_sends_.back();
     free_sends_.pop_back();
@@ -162,12 +166,20 @@ bool RdmaEndpoint::send_now(const SendRequest& r) {
     slot.stripes_left = 0;
     slot.awaiting_cts = slot.staged = slot.windowed = false;
     slot.used = true;
-    w.wr_id = make_wr(WrKind::kZeroCopy, id_, s);
-    ++c.zero_copy_sends;
+    stage_compact(s, e->mr->lkey);
     return true;
   }
+  ibv_send_wr& w = next_wr(
+      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), 0}, false,
+      false);
   w.wr_id = make_wr(WrKind::kMsg, id_, 0);
+  w.num_sge = r.len > 0 ? 1 : 0;
+  w.opcode = IBV_WR_SEND_WITH_IMM;
+  w.imm_data = htonl(static_cast<uint32_t>(r.tag));
   w.send_flags |= IBV_SEND_INLINE;  // the device copies the bytes when it is posted
+  ++sent_;
+  auto& c = t_->counters_;
+  ++c.eager_sent;
   ++c.msgs_sent;
   c.bytes_sent += r.len;
   ++c.inline_sends;
@@ -190,18 +202,7 @@ bool RdmaEndpoint::post_msg(const TxItem& it) {
     const SendSlot& s = sends_[it.id];
     RegCache::Entry* e = s.staged ? nullptr : region_entry(s.req.mr);
     if (e) {
-      ibv_send_wr wr{};
-      wr.wr_id = make_wr(WrKind::kZeroCopy, id_, it.id);
-      wr.num_sge = 1;
-      wr.opcode = IBV_WR_SEND_WITH_IMM;
-      wr.imm_data = htonl(static_cast<uint32_t>(it.tag));
-      stage(0, wr,
-            ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf), static_cast<uint32_t>(it.len),
-                    e->mr->lkey},
-            false, true);
-      ++sent_;
-      ++t_->counters_.eager_sent;
-      ++t_->counters_.zero_copy_sends;
+      stage_compact(it.id, e->mr->lkey);
       return true;
     }
   }

@@ -9,18 +9,7 @@ set -u
 build=${1:-build}
 rounds=${2:-3}
 perf=$build/apps/gw-perf/gw-perf
-ip=10.99.0.1
-pt() {  # perftest server + client; prints the client's result line
-  local tool=$1; shift
-  timeout 120 $tool -d rxe0 -x 1 "$@" >/tmp/srv.log 2>&1 &
-  local out=""
-  for _ in 1 2 3 4 5 6 7 8 9 10; do  # the server may take seconds to listen under TCG
-    sleep 2
-    out=$(timeout 120 $tool -d rxe0 -x 1 "$@" $ip 2>&1) && break
-  done
-  echo "$out" | grep -E '^ *[0-9]+ +[0-9]+' | tail -1
-  wait
-}
+. "$(dirname "$0")/perftest_pair.sh"
 iters() { echo $(( $1 >= 1048576 ? 40 : $1 >= 65536 ? 300 : 1000 )); }
 gw() {  # gw-perf, both ranks forked; prints the result row
   $perf --ranks 2 "$@" 2>&1 | grep -E '^ [0-9]|rror' | tail -1
