@@ -123,15 +123,6 @@ void RdmaEndpoint::on_advert(const MsgHdr& h) {
   adverts_.push(a);
 }
 
-void RdmaEndpoint::under_way(uint64_t tag) {
-  if (orphans_.full()) {
-    orphan_floor_ = orphans_.front().index + 1;
-    orphans_lost_ = true;
-    orphans_.pop();
-  }
-  orphans_.push(Orphan{queued_++, tag, false});
-}
-
 bool RdmaEndpoint::use_advert(uint32_t s, const SendRequest& r, bool rendezvous) {
   // The first live advertisement of this tag is this message's receive, whichever way it goes.
   Advert a;

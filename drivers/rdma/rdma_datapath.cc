@@ -8,23 +8,6 @@
 
 namespace gw::drv::rdma {
 
-int32_t RdmaEndpoint::credits() const {
-  uint32_t pp = peer_posted_, w = credit_->peer_posted;
-  if (static_cast<int32_t>(w - pp) > 0) pp = w;
-  return static_cast<int32_t>(pp - sent_);
-}
-
-void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  Completion& c = t_->push_completion();
-  c.wr_id = wr_id;
-  c.tag = tag;
-  c.len = len;
-  c.ep = this;
-  c.peer_id = peer_id_;
-  c.op = op;
-  c.code = code;
-}
-
 void RdmaEndpoint::finish_send(uint32_t s, Code code) {
   SendSlot& slot = sends_[s];
   if (code == Code::kOk) {

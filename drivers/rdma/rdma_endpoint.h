@@ -220,7 +220,8 @@ class RdmaEndpoint final : public Endpoint {
   int32_t credits() const;
   // --- posting (rdma_post.cc) ---
   void init_posting();
-  /// Stages lane 0's receive buffer `slot`; post_recvs() posts the staged ones.
+  /// Stages lane 0's receive buffer `slot` (consumed, so not staged already); post_recvs()
+  /// posts the staged ones.
   void repost(uint32_t slot);
   void post_recvs();
   void repost_lane(uint32_t lane);
@@ -265,8 +266,9 @@ class RdmaEndpoint final : public Endpoint {
   MrPtr rx_mr_, tx_mr_, credit_mr_;
   size_t slot_bytes_ = 0;
   uint32_t tx_next_ = 0, tx_free_ = 0;  // transmit buffers: a ring, retired in order
-  std::vector<ibv_recv_wr> rwrs_;        // staged receive reposts of lane 0
+  std::vector<ibv_recv_wr> rwrs_;        // lane 0: receive buffer i's work request
   std::vector<ibv_sge> rsges_;
+  ibv_recv_wr *rfirst_ = nullptr, *rlast_ = nullptr;  // the staged reposts, chained
   uint32_t rstaged_ = 0;
   uint32_t repost_batch_ = 1;  // staged reposts that make a flush due while busy
   // Credits: words the peer RDMA-writes; counts that wrap at 2^32.
@@ -333,5 +335,32 @@ class RdmaEndpoint final : public Endpoint {
   bool busy_ = false;  // counted in the transport's staging_busy_
   friend class RdmaTransport;
 };
+
+// On every message's path: inline.
+inline int32_t RdmaEndpoint::credits() const {
+  uint32_t pp = peer_posted_, w = credit_->peer_posted;
+  if (static_cast<int32_t>(w - pp) > 0) pp = w;
+  return static_cast<int32_t>(pp - sent_);
+}
+
+inline void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
+  Completion& c = t_->push_completion();
+  c.wr_id = wr_id;
+  c.tag = tag;
+  c.len = len;
+  c.ep = this;
+  c.peer_id = peer_id_;
+  c.op = op;
+  c.code = code;
+}
+
+inline void RdmaEndpoint::under_way(uint64_t tag) {
+  if (orphans_.full()) {
+    orphan_floor_ = orphans_.front().index + 1;
+    orphans_lost_ = true;
+    orphans_.pop();
+  }
+  orphans_.push(Orphan{queued_++, tag, false});
+}
 
 }  // namespace gw::drv::rdma

@@ -26,30 +26,33 @@ void RdmaEndpoint::init_posting() {
     lane.sges.assign(kStageMax, ibv_sge{});
     lane.sigs.init(o.sq_depth);
   }
+  // One fixed work request per receive buffer: a repost only links it into the next chain.
   rwrs_.assign(o.recv_depth, ibv_recv_wr{});
   rsges_.assign(o.recv_depth, ibv_sge{});
+  for (uint32_t i = 0; i < o.recv_depth; ++i) {
+    rsges_[i] = ibv_sge{reinterpret_cast<uintptr_t>(rx_mem_.get() + size_t{i} * slot_bytes_),
+                        static_cast<uint32_t>(slot_bytes_), rx_mr_->lkey};
+    rwrs_[i].wr_id = make_wr(WrKind::kRecv, id_, i);
+    rwrs_[i].sg_list = &rsges_[i];
+    rwrs_[i].num_sge = 1;
+  }
   tx_free_ = o.sq_depth;
   credit_every_ = std::max<uint32_t>(1, o.recv_depth / 4);
   repost_batch_ = std::clamp<uint32_t>(o.recv_depth / 8, 1, 16);
 }
 
 void RdmaEndpoint::repost(uint32_t slot) {
-  if (rstaged_ == rwrs_.size()) post_recvs();
-  ibv_sge& sge = rsges_[rstaged_];
-  sge = ibv_sge{reinterpret_cast<uintptr_t>(rx_mem_.get() + size_t{slot} * slot_bytes_),
-                static_cast<uint32_t>(slot_bytes_), rx_mr_->lkey};
-  ibv_recv_wr& wr = rwrs_[rstaged_++];
-  wr = ibv_recv_wr{};
-  wr.wr_id = make_wr(WrKind::kRecv, id_, slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_recv_wr& wr = rwrs_[slot];  // a buffer is consumed once per posting: never linked twice
+  wr.next = nullptr;
+  (rstaged_ == 0 ? rfirst_ : rlast_->next) = &wr;
+  rlast_ = &wr;
+  ++rstaged_;
 }
 
 void RdmaEndpoint::post_recvs() {
   if (rstaged_ == 0 || lanes_.empty()) return;
-  for (uint32_t i = 0; i + 1 < rstaged_; ++i) rwrs_[i].next = &rwrs_[i + 1];
   ibv_recv_wr* bad = nullptr;
-  int rc = ibv_post_recv(lanes_[0].qp.get(), rwrs_.data(), &bad);
+  int rc = ibv_post_recv(lanes_[0].qp.get(), rfirst_, &bad);
   const uint32_t n = rstaged_;
   rstaged_ = 0;
   if (rc != 0) return fail_verbs("ibv_post_recv", 0, rc);
@@ -69,7 +72,9 @@ bool RdmaEndpoint::room(uint32_t l) const {
   return lanes_[l].sq_used < t_->opts().sq_depth;
 }
 
-ibv_send_wr& RdmaEndpoint::next_wr(uint32_t l, const ibv_sge& sge, bool msg, bool must_signal) {
+// Inlined into its callers here: it is on every send's path.
+[[gnu::always_inline]] inline ibv_send_wr& RdmaEndpoint::next_wr(uint32_t l, const ibv_sge& sge,
+                                                                 bool msg, bool must_signal) {
   Lane& lane = lanes_[l];
   if (lane.staged == kStageMax) post_staged(l);
   ++lane.unsignaled;

@@ -4,15 +4,18 @@
 #   usertools/gw-rxe-vm.sh --timeout 1500 -- tests/rdma/lat_ab_in_vm.sh ROUNDS BUILD... >LOG
 #   tests/rdma/lat_ab_summary.py LOG
 # Build dirs must be readable at the same path inside the VM (the host's root is).
+# GW_LAT_ITERS (default 1000, perftest's) sets -n of every run: longer runs average over the
+# VM's speed changes, which last longer than a 1000-iteration run.
 set -u
 rounds=$1; shift
+n=${GW_LAT_ITERS:-1000}
 . "$(dirname "$0")/perftest_pair.sh"
 for r in $(seq 1 "$rounds"); do
   for s in 2 4096; do
-    echo "r$r ib_send_lat $s: $(pt ib_send_lat -s $s -n 1000)"
+    echo "r$r ib_send_lat $s: $(pt ib_send_lat -s $s -n $n)"
     for b in "$@"; do
       out=$("$b/apps/gw-perf/gw-perf" --ranks 2 -t rdma:dev=rxe0 --test lat --busy -s $s \
-            -n 1000 2>&1)
+            -n $n 2>&1)
       echo "r$r $b $s: $(echo "$out" | grep -E '^ [0-9]|rror' | tail -1)"
     done
   done
