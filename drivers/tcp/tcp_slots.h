@@ -39,26 +39,27 @@ class Ring {
   size_t cap_ = 0, head_ = 0, size_ = 0;
 };
 
-/// Ordered list with O(1) erase from the middle, over a fixed pool of nodes.
+/// Ordered list with O(1) erase from the middle, over a fixed pool of nodes. Free nodes are
+/// chained through `next` (no second container to touch on the hot path).
 template <class T>
 class SlotList {
  public:
   void init(size_t cap) {
     nodes_.assign(cap, Node{});
-    free_.clear();
-    for (size_t i = cap; i-- > 0;) free_.push_back(static_cast<int>(i));
+    for (size_t i = 0; i < cap; ++i) nodes_[i].next = i + 1 < cap ? static_cast<int>(i + 1) : -1;
+    free_ = cap > 0 ? 0 : -1;
     head_ = tail_ = -1;
     size_ = 0;
   }
-  bool full() const { return free_.empty(); }
+  bool full() const { return free_ < 0; }
   size_t size() const { return size_; }
   int head() const { return head_; }
   int next(int i) const { return nodes_[i].next; }
   T& operator[](int i) { return nodes_[i].val; }
   /// Appends; caller checks full() first.
   int push_back(const T& v) {
-    int i = free_.back();
-    free_.pop_back();
+    const int i = free_;
+    free_ = nodes_[i].next;
     nodes_[i] = Node{v, tail_, -1};
     (tail_ >= 0 ? nodes_[tail_].next : head_) = i;
     tail_ = i;
@@ -69,7 +70,8 @@ class SlotList {
     Node& n = nodes_[i];
     (n.prev >= 0 ? nodes_[n.prev].next : head_) = n.next;
     (n.next >= 0 ? nodes_[n.next].prev : tail_) = n.prev;
-    free_.push_back(i);
+    n.next = free_;
+    free_ = i;
     --size_;
   }
 
@@ -79,7 +81,7 @@ class SlotList {
     int prev = -1, next = -1;
   };
   std::vector<Node> nodes_;
-  std::vector<int> free_;
+  int free_ = -1;  // first free node
   int head_ = -1, tail_ = -1;
   size_t size_ = 0;
 };
