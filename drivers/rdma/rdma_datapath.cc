@@ -130,6 +130,7 @@ void RdmaEndpoint::on_lane_recv(const ibv_wc& wc, uint32_t lane) {
 
 void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   if (wc.status != IBV_WC_SUCCESS || failed()) return recv_failed(wc);
+  ++consumed_;  // the peer used one of its credits
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     if (on_write_imm(ntohl(wc.imm_data))) repost(slot);
     return;

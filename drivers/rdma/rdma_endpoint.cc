@@ -141,6 +141,7 @@ Status RdmaEndpoint::create() {
   init_adverts();
   for (uint32_t i = 0; i < o.recv_depth; ++i) repost(i);
   post_recvs();
+  advertised_ = posted_;  // the Hello tells the peer recv_depth
   for (uint32_t l = 1; l < lanes_.size(); ++l)
     for (uint32_t i = 0; i < rndv_slots; ++i) repost_lane(l);
   if (failed()) return error_;
@@ -308,7 +309,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     txq_.push(it);
   }
   // Only send_now()s: post them, nothing else (receive reposts wait for an idle poll).
-  if (txq_.empty() && !credit_due())
+  if (txq_.empty() && !credit_urgent())
     post_staged(0);
   else
     flush();

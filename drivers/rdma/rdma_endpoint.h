@@ -5,9 +5,9 @@
 /// matches it and answers CTS with its buffer's address and rkey, the sender RDMA-WRITEs
 /// (the last chunk with immediate, which completes the receive). Every SEND and WRITE with
 /// immediate uses one of the peer's receive buffers: the sender holds a credit for each;
-/// receivers repost in batches (or when idle) and return credits in every header and, when
-/// traffic is one-way, by an RDMA WRITE of their posted-count into the sender's credit word
-/// (needs no credit). Outgoing work goes through one ordered software queue, so a lack of
+/// receivers repost when a poll finds nothing and return credits in every header and, once
+/// the sender may be down to half of them, by an RDMA WRITE of their posted-count into the
+/// sender's credit word (needs no credit); while no poll comes up empty, at a quarter. Outgoing work goes through one ordered software queue, so a lack of
 /// credits or send queue room only delays it; an eager send with nothing queued ahead skips
 /// it (send_now). With rdma.qps_per_conn > 1 the connection has more queue pairs
 /// ("lanes"): lane 0 carries every SEND (so matching keeps the send order) and its share of
@@ -60,11 +60,12 @@ class RdmaEndpoint final : public Endpoint {
   // --- data path (rdma_datapath.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
   void flush();
-  /// Work for flush(). Receive reposts wait for a batch, or for an idle poll (idle_work()):
-  /// posting them is not on the way to the caller's next completion.
+  /// Work for flush(). Receive reposts and credits wait for an idle poll (idle_work()), so
+  /// they are not on the way to the caller's next completion, unless the peer may be down to
+  /// a quarter of its credits.
   bool has_tx() const {
-    return !txq_.empty() || rstaged_ >= repost_batch_ || credit_due() || copies_in_ > 0 ||
-           !starved_.empty();
+    return !txq_.empty() || (rstaged_ > 0 && peer_below(credit_quarter_)) || credit_urgent() ||
+           copies_in_ > 0 || !starved_.empty();
   }
   bool idle_work() const { return rstaged_ > 0; }
   /// Fails every pending request and the endpoint. `keep_buffered`: the peer left cleanly,
@@ -214,9 +215,16 @@ class RdmaEndpoint final : public Endpoint {
   bool post_write(TxItem& it);
   void post_credit();
   // Checked on every progress pass (has_tx): inline, cheapest test first.
+  /// The peer may hold `n` credits or fewer: what we told it minus what arrived.
+  bool peer_below(int32_t n) const { return static_cast<int32_t>(advertised_ - consumed_) <= n; }
+  /// An explicit credit WRITE (in flush()): reposted buffers not yet told and the peer may be
+  /// down to half its credits. A ping-pong makes one per recv_depth/2 messages, when idle.
   bool credit_due() const {
-    return posted_ - advertised_ >= credit_every_ && peer_credit_rkey_ != 0 && !failed();
+    return posted_ != advertised_ && peer_below(credit_half_) && peer_credit_rkey_ != 0 &&
+           !failed();
   }
+  /// Due now, even between a message and the caller's answer: down to a quarter.
+  bool credit_urgent() const { return credit_due() && peer_below(credit_quarter_); }
   int32_t credits() const;
   // --- posting (rdma_post.cc) ---
   void init_posting();
@@ -270,7 +278,6 @@ class RdmaEndpoint final : public Endpoint {
   std::vector<ibv_sge> rsges_;
   ibv_recv_wr *rfirst_ = nullptr, *rlast_ = nullptr;  // the staged reposts, chained
   uint32_t rstaged_ = 0;
-  uint32_t repost_batch_ = 1;  // staged reposts that make a flush due while busy
   // Credits: words the peer RDMA-writes; counts that wrap at 2^32.
   struct alignas(64) CreditWords {
     volatile uint32_t peer_posted;  // written by the peer
@@ -280,7 +287,8 @@ class RdmaEndpoint final : public Endpoint {
   uint32_t posted_ = 0, advertised_ = 0, peer_posted_ = 0, sent_ = 0;
   uint64_t peer_credit_addr_ = 0;
   uint32_t peer_credit_rkey_ = 0;
-  uint32_t credit_every_ = 1;  // reposted buffers that make an explicit credit write due
+  uint32_t consumed_ = 0;  // lane 0's receive buffers taken by the peer's messages
+  int32_t credit_half_ = 1, credit_quarter_ = 1;  // recv_depth / 2 and / 4 (at least 1)
   uint32_t max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
   // High 32 bits of the tags of compact eager messages (rdma_wire.h), each direction.
   uint32_t tx_tag_hi_ = 0, rx_tag_hi_ = 0;

@@ -3,10 +3,10 @@
 // doorbell on hardware). Only every kSignalEvery-th request, and every WRITE with immediate
 // (its completion completes a send), is signalled; a signalled completion retires every
 // request posted before it on that lane, which frees send-queue room and transmit buffers
-// (used in order, as a ring). Receive buffers are reposted in batches at the start of a
-// flush, before any header can advertise them as credits: a flush is due once repost_batch_
-// wait, or when a poll finds nothing (so reposting is never between a message and the
-// caller's answer). send_now() is the short way for the common eager send.
+// (used in order, as a ring). Receive buffers are reposted together at the start of a
+// flush, before any header can advertise them as credits: when a poll finds nothing (so
+// reposting is not between a message and the caller's answer), or at once when the peer may
+// be down to a quarter of its credits. send_now() is the short way for the common eager send.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -37,8 +37,8 @@ void RdmaEndpoint::init_posting() {
     rwrs_[i].num_sge = 1;
   }
   tx_free_ = o.sq_depth;
-  credit_every_ = std::max<uint32_t>(1, o.recv_depth / 4);
-  repost_batch_ = std::clamp<uint32_t>(o.recv_depth / 8, 1, 16);
+  credit_half_ = static_cast<int32_t>(std::max<uint32_t>(1, o.recv_depth / 2));
+  credit_quarter_ = static_cast<int32_t>(std::max<uint32_t>(1, o.recv_depth / 4));
 }
 
 void RdmaEndpoint::repost(uint32_t slot) {

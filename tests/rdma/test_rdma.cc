@@ -159,6 +159,32 @@ TEST_F(Rdma, DirectSendsKeepOrderBehindCreditStalls) {
   });
 }
 
+// Credits go back by RDMA WRITE only once the peer may be down to half of them, not every few
+// reposts: a ping-pong over 8 receive buffers makes about one credit write per 4 messages each
+// way (it made one per 2, between a message and its answer), and no send waits for credits.
+TEST_F(Rdma, PingPongReturnsCreditsPerHalfWindow) {
+  const TransportCase depth8{"rxe_depth8", "rdma", "rdma:dev=rxe0,recv_depth=8"};
+  constexpr uint64_t kRounds = 200;
+  run_ranks(depth8, 2, [&](Group& g) {
+    const int peer = 1 - g.rank();
+    for (uint64_t i = 0; i < kRounds; ++i) {
+      for (int turn = 0; turn < 2; ++turn) {  // rank 0 sends first, rank 1 answers
+        Exchange x(g);
+        const size_t len = 2 + i % 3;
+        if ((turn == 0) == (g.rank() == 0))
+          x.send(peer, 5, len, i);
+        else
+          x.recv(peer, 5, 8, i, len);
+        run_and_verify(x);
+      }
+    }
+    auto st = g.transport().stats();
+    EXPECT_GT(st["credit_writes"], 0u) << "200 messages into 8 buffers need credits back";
+    EXPECT_LE(st["credit_writes"], kRounds / 4 + 2);
+    EXPECT_EQ(st["credit_stalls"], 0u);
+  });
+}
+
 // 400 sends and receives each way, sizes around the boundary, posted before any polling.
 TEST_F(Rdma, ManyOutstanding) {
   run_ranks(kRxe, 2, [&](Group& g) {
