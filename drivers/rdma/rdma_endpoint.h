@@ -7,12 +7,13 @@
 /// immediate uses one of the peer's receive buffers: the sender holds a credit for each;
 /// receivers repost when a poll finds nothing and return credits in every header and, once
 /// the sender may be down to half of them, by an RDMA WRITE of their posted-count into the
-/// sender's credit word (needs no credit); while no poll comes up empty, at a quarter. Outgoing work goes through one ordered software queue, so a lack of
-/// credits or send queue room only delays it; an eager send with nothing queued ahead skips
-/// it (send_now). With rdma.qps_per_conn > 1 the connection has more queue pairs
-/// ("lanes"): lane 0 carries every SEND (so matching keeps the send order) and its share of
-/// rendezvous data; the others carry only rendezvous stripes, and pre-post one empty receive
-/// per rendezvous slot, so their WRITEs with immediate never need credits.
+/// sender's credit word (needs no credit); while no poll comes up empty, at a quarter.
+/// Outgoing work goes through one ordered software queue, so a lack of credits or send queue
+/// room only delays it; an eager send with nothing queued ahead skips it (send_now). With
+/// rdma.qps_per_conn > 1 the connection has more queue pairs ("lanes"): lane 0 carries every
+/// SEND (so matching keeps the send order) and its share of rendezvous data; the others carry
+/// only rendezvous stripes, and pre-post one empty receive per rendezvous slot, so their
+/// WRITEs with immediate never need credits.
 /// Thread-safety: none; owned by the caller, driven by its RdmaTransport.
 #pragma once
 
