@@ -65,7 +65,7 @@ class RdmaEndpoint final : public Endpoint {
   /// they are not on the way to the caller's next completion, unless the peer may be down to
   /// a quarter of its credits.
   bool has_tx() const {
-    return !txq_.empty() || (rstaged_ > 0 && peer_below(credit_quarter_)) || credit_urgent() ||
+    return !txq_.empty() || (peer_below(credit_quarter_) && (rstaged_ > 0 || credit_due())) ||
            copies_in_ > 0 || !starved_.empty();
   }
   bool idle_work() const { return rstaged_ > 0; }
@@ -225,7 +225,7 @@ class RdmaEndpoint final : public Endpoint {
            !failed();
   }
   /// Due now, even between a message and the caller's answer: down to a quarter.
-  bool credit_urgent() const { return credit_due() && peer_below(credit_quarter_); }
+  bool credit_urgent() const { return peer_below(credit_quarter_) && credit_due(); }
   int32_t credits() const;
   // --- posting (rdma_post.cc) ---
   void init_posting();
