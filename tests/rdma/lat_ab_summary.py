@@ -4,11 +4,37 @@ t_typical and t_min over the rounds, and the per-round ratios to ib_send_lat's i
 round (t_typical, and t_min: the floor) with their medians. With an A/A run (GW_LAT_AA=1)
 the reference of a round is the geometric mean of its two ib_send_lat runs, one before and one
 after the builds: the position in a round alone moves a run by up to 1.2x. Several LOGs (one
-per VM boot) are pooled: a round is (log, round number). Usage: lat_ab_summary.py LOG...
+per VM boot) are pooled: a round is (log, round number).
+
+Two more lines per label say what the noise allows (docs/bench-rdma.md, seventh session):
+- ci: a bootstrap 95 % interval (rounds resampled, fixed seed) of the median ratio;
+- q10: the 10th percentile of t_typical over the rounds against the reference runs' own
+  10th percentile, with its bootstrap interval. Under TCG a whole run is either fast or up to
+  2x slow, for perftest as for gradwire; q10 compares the two in the VM's fast state.
+Usage: lat_ab_summary.py LOG...
 """
+import random
 import re
 import statistics
 import sys
+
+BOOT = 4000
+
+
+def quantile(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p
+    i = int(k)
+    j = min(i + 1, len(xs) - 1)
+    return xs[i] + (xs[j] - xs[i]) * (k - i)
+
+
+def interval(stat, rounds):
+    """Bootstrap 95 % interval of stat(sample of rounds)."""
+    rng = random.Random(1)
+    vals = sorted(stat(rng.choices(rounds, k=len(rounds))) for _ in range(BOOT))
+    return vals[int(0.025 * BOOT)], vals[int(0.975 * BOOT) - 1]
+
 
 rows = {}  # (size, label) -> {(log, round): (t_min, t_typical)}
 for n, path in enumerate(sys.argv[1:]):
@@ -22,11 +48,12 @@ for n, path in enumerate(sys.argv[1:]):
         rows.setdefault((int(m.group(3)), m.group(2)), {})[(n, int(m.group(1)))] = (
             float(f[2]), float(f[4]))
 for size in sorted({k[0] for k in rows}):
-    ref = rows.get((size, "ib_send_lat"), {})
+    first = rows.get((size, "ib_send_lat"), {})
     aa = rows.get((size, "ib_send_lat#2"), {})
+    ref = first
     if aa:
-        ref = {r: ((ref[r][0] * aa[r][0]) ** 0.5, (ref[r][1] * aa[r][1]) ** 0.5)
-               for r in ref if r in aa}
+        ref = {r: ((first[r][0] * aa[r][0]) ** 0.5, (first[r][1] * aa[r][1]) ** 0.5)
+               for r in first if r in aa}
     for (s, label), v in rows.items():
         if s != size:
             continue
@@ -39,3 +66,17 @@ for size in sorted({k[0] for k in rows}):
               f"  t_min {statistics.median(v[r][0] for r in rounds):7.2f}"
               f"  ratio median {statistics.median(typ):.2f}x (t_min {statistics.median(low):.2f}x)"
               f"  n={len(rounds)}  [{' '.join(f'{x:.2f}' for x in typ)}]")
+        if label.startswith("ib_send_lat") or len(rounds) < 5:
+            continue
+        lo, hi = interval(statistics.median, typ)
+
+        # Reference runs of a round: both ib_send_lat runs with an A/A run, else the one.
+        def q10(sample):
+            mine = [v[r][1] for r in sample]
+            theirs = [x[r][1] for r in sample for x in (first, aa) if r in x]
+            return quantile(mine, 0.1) / quantile(theirs, 0.1)
+
+        qlo, qhi = interval(q10, rounds)
+        print(f"{'':8}{label:30} ci: median ratio 95% [{lo:.2f}, {hi:.2f}]   q10: t_typical "
+              f"{quantile([v[r][1] for r in rounds], 0.1):.2f} us, ratio {q10(rounds):.2f}x "
+              f"95% [{qlo:.2f}, {qhi:.2f}]")
