@@ -37,7 +37,8 @@ GW_REGISTER_DRIVER(
     {"rdma.ctrl_iface", ConfigType::kString, "",
      "interface of the TCP control connection (empty: the GID's IPv4 address, else as tcp)"},
     {"rdma.eager_bytes", ConfigType::kInt, "8192",
-     "largest message sent eagerly; larger ones use rendezvous (RDMA WRITE with immediate)"},
+     "largest message sent eagerly; larger ones use rendezvous (RDMA WRITE with immediate); "
+     "measured on rxe: eager is faster up to 8 KiB, rendezvous from 16 KiB"},
     {"rdma.recv_depth", ConfigType::kInt, "128", "receive buffers per queue pair (credits)"},
     {"rdma.sq_depth", ConfigType::kInt, "256", "send work requests per queue pair"},
     {"rdma.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},

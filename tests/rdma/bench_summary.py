@@ -3,7 +3,8 @@
 per-round ratios of gw-perf over perftest (same round) and their median.
 
 bw rows: BW average [MB/s] (4th column); lat rows: t_typical [usec] (5th column), the same
-columns for perftest and gw-perf; floors: t_min [usec] (3rd column). Usage: bench_summary.py LOG
+columns for perftest and gw-perf; floors: t_min [usec] (3rd column). Also reads crossover_in_vm.sh output.
+Usage: bench_summary.py LOG
 """
 import re
 import statistics
@@ -59,6 +60,12 @@ for size in ("2", "4096"):
     pairs.append((f"lat {size} B / ib_send_lat, `--busy` (t_typical)",
                   first(rows("gw-perf -t rdma:dev=rxe0 lat", size), True),
                   first(rows("ib_send_lat", size), False)))
+# crossover_in_vm.sh: rendezvous against eager at each size (lat > 1 and bw < 1: eager wins).
+for size in sorted({int(l.split(" -s ")[1].split()[0]) for l in order if " eager " in l}):
+    for test in ("lat", "bw"):
+        pairs.append((f"{test} {size} B rendezvous / eager",
+                      first(rows(f"gw-perf rendezvous {test}", size), test == "lat"),
+                      first(rows(f"gw-perf eager {test}", size), test == "lat")))
 
 print()
 print("| measure | rounds | median |")
