@@ -3,8 +3,8 @@
 per-round ratios of gw-perf over perftest (same round) and their median.
 
 bw rows: BW average [MB/s] (4th column); lat rows: t_typical [usec] (5th column), the same
-columns for perftest and gw-perf; floors: t_min [usec] (3rd column). Also reads crossover_in_vm.sh output.
-Usage: bench_summary.py LOG
+columns for perftest and gw-perf; floors: t_min [usec] (3rd column). Also reads the output of
+crossover_in_vm.sh (rendezvous / eager per size). Usage: bench_summary.py LOG
 """
 import re
 import statistics

@@ -21,12 +21,9 @@ import sys
 BOOT = 4000
 
 
-def quantile(xs, p):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * p
-    i = int(k)
-    j = min(i + 1, len(xs) - 1)
-    return xs[i] + (xs[j] - xs[i]) * (k - i)
+def p10(xs):
+    """10th percentile, interpolated between order statistics."""
+    return statistics.quantiles(xs, n=10, method="inclusive")[0]
 
 
 def interval(stat, rounds):
@@ -74,9 +71,9 @@ for size in sorted({k[0] for k in rows}):
         def q10(sample):
             mine = [v[r][1] for r in sample]
             theirs = [x[r][1] for r in sample for x in (first, aa) if r in x]
-            return quantile(mine, 0.1) / quantile(theirs, 0.1)
+            return p10(mine) / p10(theirs)
 
         qlo, qhi = interval(q10, rounds)
         print(f"{'':8}{label:30} ci: median ratio 95% [{lo:.2f}, {hi:.2f}]   q10: t_typical "
-              f"{quantile([v[r][1] for r in rounds], 0.1):.2f} us, ratio {q10(rounds):.2f}x "
+              f"{p10([v[r][1] for r in rounds]):.2f} us, ratio {q10(rounds):.2f}x "
               f"95% [{qlo:.2f}, {qhi:.2f}]")
