@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "gw_group.h"
@@ -92,6 +94,9 @@ Result<Rendezvous> rendezvous(const Options& opt) {
 int run_process(const Options& opt) {
   auto rv = rendezvous(opt);
   if (!rv.ok()) return fail(rv.status());
+  // Drivers that resolve "auto" from the launcher's rank (dpdk's role=auto) must see the rank
+  // this process took here, not an unset variable (both forked ranks would read 0).
+  ::setenv("GW_RANK", std::to_string(rv->rank).c_str(), 1);
   auto transport = Transport::open(opt.transport);
   if (!transport.ok()) return fail(transport.status());
   auto group = Group::create(rv->store, std::move(*transport), rv->rank, 2, opt.timeout,

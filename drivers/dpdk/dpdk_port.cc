@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "dpdk_memif.h"
 #include "log.h"
 
 namespace gw::drv::dpdk {
@@ -66,6 +67,7 @@ Status Port::setup(const PortOptions& o) {
                                             " is already in use in this process; give each "
                                             "transport its own (net_memif0, net_memif1, ...)");
     }
+    GW_RETURN_IF_ERROR(claim_memif_socket(o.vdev));
     int rc = rte_vdev_init(name_.c_str(), args.c_str());
     if (rc != 0) {
       return Status(Code::kUnavailable, "dpdk: rte_vdev_init(\"" + name_ + "\", \"" + args +

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "dpdk_endpoint.h"
+#include "dpdk_memif.h"
 #include "gw_transport_driver.h"
 #include "log.h"
 
@@ -28,17 +29,6 @@ int launcher_rank() {
   for (const char* v : {"GW_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
     if (const char* s = std::getenv(v)) return std::atoi(s);
   return 0;
-}
-
-// A memif client whose server has not made its socket yet would start unconnected and may
-// stay so; ranks started together (gw-coll-perf --ranks 2) race for it. Wait a bounded time.
-void wait_for_memif_server(const std::string& vdev) {
-  if (vdev.rfind("net_memif", 0) != 0 || vdev.find("role=client") == std::string::npos) return;
-  auto at = vdev.find("socket=");
-  if (at == std::string::npos) return;
-  std::string path = vdev.substr(at + 7, vdev.find(';', at) - at - 7);
-  for (int i = 0; i < 1000 && ::access(path.c_str(), F_OK) != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) {

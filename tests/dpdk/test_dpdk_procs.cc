@@ -3,8 +3,11 @@
 // namespaces this test creates (both ends are helper processes).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -53,8 +56,30 @@ std::unique_ptr<Group> join(const std::string& spec, const std::string& dir, int
   return std::move(g).value();
 }
 
-void memif_plan(int n, const std::string& extra, int reps) {
+// A unix SEQPACKET socket bound at path (memif's kind); -1 on failure.
+int bind_unix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", path.c_str());
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What a run killed with SIGKILL leaves: a bound socket file nobody listens on.
+void leave_stale_socket(const std::string& path) {
+  int fd = bind_unix(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ASSERT_TRUE(fs::is_socket(path));
+}
+
+void memif_plan(int n, const std::string& extra, int reps, bool stale = false) {
   TempDir d;
+  if (stale) leave_stale_socket(d.path + "/memif.sock");
   pid_t pid = spawn_helper({memif(d, n, "client") + extra, d.path, "1", "plan",
                             std::to_string(reps)});
   ASSERT_GT(pid, 0);
@@ -76,6 +101,27 @@ TEST(DpdkMemif, TwoProcessesAllSizesBitExact) { memif_plan(0, "", 2); }
 
 TEST(DpdkMemif, TwoProcessesUnderLossBitExact) {
   memif_plan(1, ",tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01,rx_drop=0.005", 1);
+}
+
+// Issue 20: a socket file left by a killed run used to fail the next run ("Address already
+// in use"); the server now removes it and the run completes.
+TEST(DpdkMemif, StaleSocketOfAKilledRunIsCleared) { memif_plan(3, "", 1, true); }
+
+// A socket with a live listener is another run's: refused at once, saying so, not removed.
+TEST(DpdkMemif, LiveSocketIsRefusedWithAClearError) {
+  TempDir d;
+  const std::string path = d.path + "/memif.sock";
+  int fd = bind_unix(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  auto t = Transport::open(memif(d, 4, "server"));
+  ::close(fd);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kUnavailable);
+  EXPECT_NE(t.status().to_string().find("live server"), std::string::npos)
+      << t.status().to_string();
+  EXPECT_NE(t.status().to_string().find(path), std::string::npos);
+  EXPECT_TRUE(fs::is_socket(path)) << "another run's socket must not be removed";
 }
 
 TEST(DpdkMemif, PeerKilledMidTransferFailsWithin2s) {

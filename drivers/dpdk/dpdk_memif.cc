@@ -1,0 +1,73 @@
+// memif socket handling: wait for a server's socket, clear a stale one.
+#include "dpdk_memif.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "log.h"
+
+namespace gw::drv::dpdk {
+
+std::string memif_socket_path(const std::string& vdev) {
+  if (vdev.rfind("net_memif", 0) != 0) return "";
+  auto at = vdev.find("socket=");
+  if (at == std::string::npos) return "";
+  return vdev.substr(at + 7, vdev.find(';', at) - at - 7);
+}
+
+void wait_for_memif_server(const std::string& vdev) {
+  if (vdev.find("role=client") == std::string::npos) return;
+  std::string path = memif_socket_path(vdev);
+  if (path.empty()) return;
+  for (int i = 0; i < 1000 && ::access(path.c_str(), F_OK) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+Status claim_memif_socket(const std::string& vdev) {
+  if (vdev.find("role=server") == std::string::npos) return Status();
+  std::string path = memif_socket_path(vdev);
+  struct stat st{};
+  if (path.empty() || ::lstat(path.c_str(), &st) != 0) return Status();
+  if (!S_ISSOCK(st.st_mode)) {
+    return Status(Code::kInvalidArgument,
+                  "dpdk: memif socket path " + path +
+                      " exists and is not a socket; remove it or choose another socket=");
+  }
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(a.sun_path)) {
+    return Status(Code::kInvalidArgument, "dpdk: memif socket path " + path + " is longer than " +
+                                              std::to_string(sizeof(a.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size());
+  // memif's control channel is SOCK_SEQPACKET; probing with the same type avoids a false
+  // "stale" from a type mismatch.
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status(Code::kSystemError, "dpdk: socket(AF_UNIX) to probe " + path, errno);
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  int err = errno;
+  ::close(fd);
+  if (rc == 0) {
+    return Status(Code::kUnavailable,
+                  "dpdk: memif socket " + path +
+                      " has a live server (another run uses it); stop that run or choose "
+                      "another socket= path");
+  }
+  if (err != ECONNREFUSED) {
+    return Status(Code::kSystemError, "dpdk: probing memif socket " + path, err);
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return Status(Code::kSystemError, "dpdk: removing stale memif socket " + path, errno);
+  log::get("gw.drv.dpdk")
+      ->info("dpdk: removed stale memif socket {} (no server listened on it)", path);
+  return Status();
+}
+
+}  // namespace gw::drv::dpdk
