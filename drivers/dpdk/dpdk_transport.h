@@ -16,8 +16,8 @@
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
 #include "gw_config.h"
+#include "gw_slots.h"
 #include "gw_transport.h"
-#include "tcp_slots.h"
 
 struct rte_mbuf;
 namespace spdlog {
@@ -25,9 +25,6 @@ class logger;
 }
 
 namespace gw::drv::dpdk {
-
-using tcp::Ring;
-using tcp::SlotList;
 
 class DpdkTransport;
 class DpdkEndpoint;

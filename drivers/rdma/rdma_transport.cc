@@ -138,10 +138,10 @@ Status RdmaTransport::init(const Config& cfg) {
     sin->sin_addr.s_addr = dev_.ipv4;
     ctrl_local_.len = sizeof(sockaddr_in);
   } else {
-    GW_ASSIGN_OR_RETURN(auto local, tcp::choose_local(iface, "", "auto"));
+    GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, "", "auto"));
     ctrl_local_ = local.addr;
   }
-  GW_ASSIGN_OR_RETURN(listen_fd_, tcp::listen_on(ctrl_local_, 1024));
+  GW_ASSIGN_OR_RETURN(listen_fd_, listen_on(ctrl_local_, 1024));
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epfd_ || !wake_fd_) return Status(Code::kSystemError, "rdma: epoll/eventfd", errno);
@@ -158,7 +158,7 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_RETURN_IF_ERROR(watch(wake_fd_.get(), &wake_item_));
 
   uint8_t payload[32];
-  size_t n = tcp::encode_addr(ctrl_local_, payload);
+  size_t n = encode_addr(ctrl_local_, payload);
   GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
   GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
   gpu_ = gpu;
@@ -216,7 +216,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
                                               "' (both sides must use the same transport)");
   }
   GW_ASSIGN_OR_RETURN(SockAddr remote,
-                      tcp::decode_addr(p.remote.payload().data(), p.remote.payload().size()));
+                      decode_addr(p.remote.payload().data(), p.remote.payload().size()));
   const int per_ep = cq_per_endpoint();
   if (!p.active) {
     Completion none[1];
@@ -250,11 +250,11 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   eps_.push_back(ep.get());
   cq_used_ += per_ep;
   GW_RETURN_IF_ERROR(ep->create());
-  auto fd = tcp::dial(SockAddr{}, remote, tcp::StreamOptions{}, deadline);
+  auto fd = dial(SockAddr{}, remote, StreamOptions{}, deadline);
   if (!fd.ok()) return fd.status().with_context("rdma: control connection to " + who);
   Hello mine = ep->local_hello(p.key), theirs;
   GW_RETURN_IF_ERROR(
-      tcp::write_all(fd->get(), &mine, sizeof mine, deadline).with_context("rdma: hello to " + who));
+      write_all(fd->get(), &mine, sizeof mine, deadline).with_context("rdma: hello to " + who));
   GW_RETURN_IF_ERROR(wait_reply(fd->get(), &theirs, who, deadline));
   if (theirs.reject) {
     return Status(Code::kUnavailable, "rdma: " + who + " refused the connection (see its log)");
@@ -359,7 +359,7 @@ void RdmaTransport::answer(std::unique_ptr<PendingConn> pc) {
   if (st.ok()) st = ep->connect_qp(h, who);
   if (!st.ok()) return refuse(st);
   Hello mine = ep->local_hello(h.key);
-  st = tcp::write_all(pc->fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
+  st = write_all(pc->fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
   if (!st.ok()) return refuse(st);
   ep->ctrl_ = std::move(pc->fd);
   parked_.emplace(h.key, std::move(ep));

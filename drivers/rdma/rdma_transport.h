@@ -16,25 +16,20 @@
 
 #include "gw_config.h"
 #include "gw_device.h"
+#include "gw_slots.h"
+#include "gw_socket.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
 #include "rdma_device.h"
 #include "rdma_gpu.h"
 #include "rdma_regcache.h"
 #include "rdma_wire.h"
-#include "tcp_slots.h"
-#include "tcp_socket.h"
 
 namespace spdlog {
 class logger;
 }
 
 namespace gw::drv::rdma {
-
-using tcp::Fd;
-using tcp::Ring;
-using tcp::SlotList;
-using tcp::SockAddr;
 
 class RdmaTransport;
 class RdmaEndpoint;

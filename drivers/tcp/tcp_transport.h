@@ -16,7 +16,7 @@
 #include "gw_staging.h"
 #include "gw_transport.h"
 #include "tcp_slots.h"
-#include "tcp_socket.h"
+#include "gw_socket.h"
 #include "tcp_wire.h"
 
 namespace spdlog {

@@ -15,14 +15,12 @@
 #include "gw_config.h"
 #include "gw_store.h"
 #include "log.h"
-#include "socket_util.h"
+#include "gw_socket.h"
 #include "tcp_store_proto.h"
 
 namespace gw {
 namespace {
 
-using store::errno_text;
-using store::Socket;
 namespace wire = store::wire;
 
 GW_CONFIG_KEYS(store, {"store.io_timeout_ms", ConfigType::kInt, "30000",
@@ -47,15 +45,15 @@ Result<bool> wait_fd(int fd, short events, const Deadline& deadline) {
 }
 
 // One non-blocking connect attempt to each resolved address. @return errno of the last failure.
-Result<Socket> try_connect(const std::string& host, uint16_t port, const Deadline& deadline,
+Result<Fd> try_connect(const std::string& host, uint16_t port, const Deadline& deadline,
                            int* last_err, std::string* last_what) {
-  auto ais = store::resolve(host, port, false);
+  auto ais = resolve(host, port, false);
   if (!ais.ok()) {
     *last_what = std::string(ais.status().message());
     return ais.status();
   }
   for (addrinfo* ai = ais->get(); ai; ai = ai->ai_next) {
-    Socket fd(
+    Fd fd(
         ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       *last_err = errno;
@@ -85,7 +83,7 @@ Result<Socket> try_connect(const std::string& host, uint16_t port, const Deadlin
 }
 
 // Connects, retrying with back-off (10 ms doubling to 500 ms) until the deadline.
-Result<Socket> connect_retry(const std::string& host, uint16_t port, Nanos timeout) {
+Result<Fd> connect_retry(const std::string& host, uint16_t port, Nanos timeout) {
   Deadline deadline(store::bounded(timeout));
   Nanos backoff = Millis(10);
   int last_err = 0;
@@ -98,7 +96,7 @@ Result<Socket> connect_retry(const std::string& host, uint16_t port, Nanos timeo
     backoff = std::min<Nanos>(backoff * 2, Millis(500));
   }
   return Status(Code::kTimeout,
-                "tcp store: could not connect to " + store::host_port(host, port) + " within " +
+                "tcp store: could not connect to " + host_port(host, port) + " within " +
                     std::to_string(to_ms(timeout)) + " ms; last error: " + last_what +
                     " (is the store server / rank 0 running there and reachable?)",
                 last_err);
@@ -108,10 +106,10 @@ Result<Socket> connect_retry(const std::string& host, uint16_t port, Nanos timeo
 /// pool (mu_ guards only the pool).
 class Client final : public Store {
  public:
-  Client(std::string host, uint16_t port, Nanos io_timeout, Socket first)
+  Client(std::string host, uint16_t port, Nanos io_timeout, Fd first)
       : host_(std::move(host)),
         port_(port),
-        name_("tcp store " + store::host_port(host_, port)),
+        name_("tcp store " + host_port(host_, port)),
         io_timeout_(io_timeout) {
     idle_.push_back(std::move(first));
   }
@@ -214,7 +212,7 @@ class Client final : public Store {
   // Sends one request and returns the reply payload. The reply may take `wait` (the server
   // parks get/wait) plus the I/O timeout.
   Result<std::string> call(const char* op, std::string frame, Nanos wait) {
-    Socket fd;
+    Fd fd;
     {
       std::lock_guard lock(mu_);
       if (!idle_.empty()) {
@@ -301,7 +299,7 @@ class Client final : public Store {
   std::string name_;
   Nanos io_timeout_;
   std::mutex mu_;
-  std::vector<Socket> idle_;
+  std::vector<Fd> idle_;
 };
 
 }  // namespace
@@ -311,7 +309,7 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
   if (host.empty() || port == 0) {
     return Status(Code::kInvalidArgument,
                   "tcp store: need a host and a non-zero port to connect to, got " +
-                      store::host_port(host, port));
+                      host_port(host, port));
   }
   GW_ASSIGN_OR_RETURN(auto cfg, Config::global());
   GW_ASSIGN_OR_RETURN(int64_t io_ms, cfg.get_int("store.io_timeout_ms"));
@@ -319,8 +317,8 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
     return Status(Code::kInvalidArgument,
                   "store.io_timeout_ms must be > 0, got " + std::to_string(io_ms));
   }
-  GW_ASSIGN_OR_RETURN(Socket fd, connect_retry(host, port, timeout));
-  log::get("gw.store")->debug("connected to tcp store {}", store::host_port(host, port));
+  GW_ASSIGN_OR_RETURN(Fd fd, connect_retry(host, port, timeout));
+  log::get("gw.store")->debug("connected to tcp store {}", host_port(host, port));
   Nanos io_timeout = store::bounded(Millis(std::min<int64_t>(io_ms, 86'400'000)));
   return std::shared_ptr<Store>(std::make_shared<Client>(host, port, io_timeout, std::move(fd)));
 }

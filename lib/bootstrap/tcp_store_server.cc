@@ -17,14 +17,12 @@
 
 #include "gw_store.h"
 #include "log.h"
-#include "socket_util.h"
+#include "gw_socket.h"
 #include "tcp_store_proto.h"
 
 namespace gw {
 namespace {
 
-using store::errno_text;
-using store::Socket;
 namespace wire = store::wire;
 
 constexpr size_t kMaxClients = 4096;
@@ -45,11 +43,11 @@ std::string peer_text(const sockaddr_storage& sa) {
     ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
     port = ntohs(a->sin6_port);
   }
-  return store::host_port(host, port);
+  return host_port(host, port);
 }
 
 struct Client {
-  Socket fd;
+  Fd fd;
   std::string peer;
   std::string in;  // bytes received, not yet handled, from in_off on
   size_t in_off = 0;
@@ -66,7 +64,7 @@ struct Client {
 
 class Server final : public TcpStoreServer {
  public:
-  Server(Socket listen, Socket wake, uint16_t port, std::string where)
+  Server(Fd listen, Fd wake, uint16_t port, std::string where)
       : listen_(std::move(listen)), wake_(std::move(wake)), port_(port), where_(std::move(where)) {
     thread_ = std::thread([this] { run(); });
   }
@@ -92,7 +90,7 @@ class Server final : public TcpStoreServer {
   void finish_wait(Client& c, bool timed_out);
 
   std::shared_ptr<spdlog::logger> lg_ = log::get("gw.store");
-  Socket listen_, wake_;
+  Fd listen_, wake_;
   uint16_t port_;
   std::string where_;
   std::map<std::string, std::string, std::less<>> data_;
@@ -147,7 +145,7 @@ void Server::accept_clients() {
   for (;;) {
     sockaddr_storage sa{};
     socklen_t len = sizeof sa;
-    Socket fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&sa), &len,
+    Fd fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&sa), &len,
                         SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
@@ -353,8 +351,8 @@ void Server::drop(Client& c, const std::string& why) {
   c.fd.reset();
 }
 
-Result<Socket> listen_on(const addrinfo& ai, bool dual_stack) {
-  Socket fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol));
+Result<Fd> listen_on(const addrinfo& ai, bool dual_stack) {
+  Fd fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol));
   if (!fd.valid()) return Status(Code::kSystemError, "socket: " + errno_text(errno), errno);
   int one = 1, zero = 0;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -379,9 +377,9 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string&
   std::vector<std::string> tries =
       host.empty() ? std::vector<std::string>{"::", "0.0.0.0"} : std::vector<std::string>{host};
   Status last;
-  Socket fd;
+  Fd fd;
   for (auto& h : tries) {
-    auto ais = store::resolve(h, port, true);
+    auto ais = resolve(h, port, true);
     if (!ais.ok()) {
       last = ais.status();
       continue;
@@ -395,7 +393,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string&
     }
     if (fd.valid()) break;
   }
-  std::string where = store::host_port(host.empty() ? "*" : host, port);
+  std::string where = host_port(host.empty() ? "*" : host, port);
   if (!fd.valid()) {
     return Status(
         last.code(),
@@ -410,11 +408,11 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string&
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
   uint16_t bound = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
                                                   : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
-  Socket wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
     return Status(Code::kSystemError, "tcp store server: eventfd: " + errno_text(errno), errno);
   }
-  where = store::host_port(host.empty() ? "*" : host, bound);
+  where = host_port(host.empty() ? "*" : host, bound);
   return std::unique_ptr<TcpStoreServer>(
       std::make_unique<Server>(std::move(fd), std::move(wake), bound, where));
 }

@@ -12,12 +12,10 @@
 #include "gw_config.h"
 #include "rdma_test_util.h"
 #include "rdma_wire.h"
-#include "tcp_socket.h"
+#include "gw_socket.h"
 
 namespace gw::conformance {
 namespace {
-
-namespace tcp = gw::drv::tcp;
 
 size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
 
@@ -386,13 +384,13 @@ TEST_F(Rdma, MalformedControlMessages) {
   auto groups = make_groups(kRxe, 2);
   ASSERT_EQ(groups.size(), 2u);
   Transport& t1 = groups[1]->transport();
-  auto remote = tcp::decode_addr(t1.address().payload().data(), t1.address().payload().size());
+  auto remote = decode_addr(t1.address().payload().data(), t1.address().payload().size());
   ASSERT_TRUE(remote.ok());
-  auto fd = tcp::dial(tcp::SockAddr{}, *remote, {}, Deadline(Millis(5000)));
+  auto fd = dial(SockAddr{}, *remote, {}, Deadline(Millis(5000)));
   ASSERT_TRUE(fd.ok()) << fd.status().to_string();
   char junk[sizeof(drv::rdma::Hello)];
   std::memset(junk, 0x5a, sizeof junk);
-  ASSERT_TRUE(tcp::write_all(fd->get(), junk, sizeof junk, Deadline(Millis(1000))).ok());
+  ASSERT_TRUE(write_all(fd->get(), junk, sizeof junk, Deadline(Millis(1000))).ok());
   auto before = t1.stats()["rejected_conns"];
   for (int i = 0; i < 100 && t1.stats()["rejected_conns"] == before; ++i) {
     Completion c[1];

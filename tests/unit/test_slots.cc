@@ -1,4 +1,4 @@
-// The fixed-capacity containers shared by the tcp, dpdk and rdma data paths (tcp_slots.h),
+// The fixed-capacity containers shared by the tcp, dpdk and rdma data paths (gw_slots.h),
 // checked against std::list / std::deque under a long random sequence of operations.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "tcp_slots.h"
+#include "gw_slots.h"
 
-namespace gw::drv::tcp {
+namespace gw {
 namespace {
 
 std::vector<int> contents(SlotList<int>& l) {
@@ -84,4 +84,4 @@ TEST(Ring, WrapsAndMatchesADeque) {
 }
 
 }  // namespace
-}  // namespace gw::drv::tcp
+}  // namespace gw

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "gw_transport.h"
-#include "tcp_socket.h"
+#include "gw_socket.h"
 #include "tcp_wire.h"
 
 namespace gw::drv::tcp {

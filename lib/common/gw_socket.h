@@ -1,17 +1,21 @@
-/// @file tcp_socket.h
-/// Socket plumbing of the TCP driver: an fd owner, local address choice (interface by name or
-/// subnet, IPv4/IPv6), listening, dialling with a deadline, and per-stream socket options.
+/// @file gw_socket.h
+/// Socket plumbing shared by the tcp driver, rdma's control connection and the TCP store: an
+/// fd owner, local address choice (interface by name or subnet, IPv4/IPv6), listening,
+/// dialling with a deadline, per-stream socket options, name resolution. Setup paths only.
 #pragma once
 
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "gw_status.h"
 #include "gw_time.h"
 
-namespace gw::drv::tcp {
+namespace gw {
 
 /// Move-only owner of a file descriptor.
 class Fd {
@@ -30,6 +34,9 @@ class Fd {
     return f;
   }
   explicit operator bool() const { return fd_ >= 0; }
+  bool valid() const { return fd_ >= 0; }
+  /// Closes the descriptor now.
+  void reset();
 
  private:
   int fd_ = -1;
@@ -60,7 +67,7 @@ Result<LocalChoice> choose_local(const std::string& iface, const std::string& su
 /// Listening socket bound to `addr` (port 0 = any; addr's port is updated).
 Result<Fd> listen_on(SockAddr& addr, int backlog);
 
-/// Encode/decode the Address payload (see tcp_wire.h).
+/// Encode/decode a SockAddr as 7 (IPv4) or 19 (IPv6) bytes: family, port, address.
 size_t encode_addr(const SockAddr& a, uint8_t* out);
 Result<SockAddr> decode_addr(const uint8_t* p, size_t n);
 
@@ -82,4 +89,18 @@ Result<Fd> dial(const SockAddr& local, const SockAddr& remote, const StreamOptio
 /// Write all of buf to a non-blocking fd before the deadline (setup path only).
 Status write_all(int fd, const void* buf, size_t n, Deadline deadline);
 
-}  // namespace gw::drv::tcp
+using AddrInfoPtr = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+
+/// "host:port", with brackets around IPv6 literals.
+std::string host_port(const std::string& host, uint16_t port);
+
+/// getaddrinfo for TCP. @return Unavailable naming host:port and gai_strerror.
+Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive);
+
+/// "Connection refused (errno 111)".
+std::string errno_text(int err);
+
+/// Set O_NONBLOCK. @return SystemError.
+Status set_nonblocking(int fd);
+
+}  // namespace gw
