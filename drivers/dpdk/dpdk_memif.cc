@@ -33,7 +33,7 @@ void wait_for_memif_server(const std::string& vdev) {
 Status claim_memif_socket(const std::string& vdev) {
   if (vdev.find("role=server") == std::string::npos) return Status();
   std::string path = memif_socket_path(vdev);
-  struct stat st{};
+  struct stat st {};
   if (path.empty() || ::lstat(path.c_str(), &st) != 0) return Status();
   if (!S_ISSOCK(st.st_mode)) {
     return Status(Code::kInvalidArgument,

@@ -1,9 +1,10 @@
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "gw_config.h"
 
@@ -17,9 +18,7 @@ std::map<std::string, ConfigKeyDef, std::less<>>& schema() {
   return s;
 }
 
-std::string section_of(std::string_view key) {
-  return std::string(key.substr(0, key.find('.')));
-}
+std::string section_of(std::string_view key) { return std::string(key.substr(0, key.find('.'))); }
 
 std::string env_name(std::string_view key) {
   std::string e = "GW_";
@@ -82,8 +81,9 @@ Status Config::set(std::string_view key, std::string_view value, std::string_vie
     auto valid = join_keys(sec);
     return Status(Code::kInvalidArgument,
                   std::string(origin) + ": unknown configuration key '" + std::string(key) +
-                      "'; valid keys" + (valid.empty() ? " are in sections other than '" + sec + "'"
-                                                       : " of [" + sec + "]: " + valid));
+                      "'; valid keys" +
+                      (valid.empty() ? " are in sections other than '" + sec + "'"
+                                     : " of [" + sec + "]: " + valid));
   }
   GW_RETURN_IF_ERROR(check_value(it->second, value, origin));
   entries_[std::string(key)] = Entry{std::string(value), std::string(origin)};
@@ -100,8 +100,8 @@ Result<Config> Config::load(const std::string& path) {
     } catch (const toml::parse_error& e) {
       std::ostringstream os;
       os << e.description() << " at line " << e.source().begin.line;
-      return Status(Code::kInvalidArgument, "config " + path + ": " + os.str() +
-                                                " (check the file's TOML syntax)");
+      return Status(Code::kInvalidArgument,
+                    "config " + path + ": " + os.str() + " (check the file's TOML syntax)");
     }
     for (auto& [sec, node] : tbl) {
       auto* t = node.as_table();
@@ -152,10 +152,9 @@ Result<Config> Config::load(const std::string& path) {
     }
     for (auto& s : sections) {
       if (name.starts_with(env_name(s) + "_")) {
-        return Status(Code::kInvalidArgument, "environment " + name +
-                                                  " is not a gradwire setting; valid keys of [" +
-                                                  s + "]: " + join_keys(s) + " (as GW_" +
-                                                  env_name(s).substr(3) + "_<KEY>)");
+        return Status(Code::kInvalidArgument,
+                      "environment " + name + " is not a gradwire setting; valid keys of [" + s +
+                          "]: " + join_keys(s) + " (as GW_" + env_name(s).substr(3) + "_<KEY>)");
       }
     }
   }
@@ -238,19 +237,18 @@ Result<std::map<std::string, std::string>> parse_kvargs(std::string_view args,
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      return Status(Code::kInvalidArgument, std::string(where) + ": '" + std::string(item) +
-                                                "' is not key=value");
+      return Status(Code::kInvalidArgument,
+                    std::string(where) + ": '" + std::string(item) + "' is not key=value");
     }
     std::string key(item.substr(0, eq));
     if (std::find(valid.begin(), valid.end(), key) == valid.end()) {
       std::string list;
       for (auto& v : valid) list += (list.empty() ? "" : ", ") + v;
-      return Status(Code::kInvalidArgument, std::string(where) + ": unknown key '" + key +
-                                                "'; valid keys: " + list);
+      return Status(Code::kInvalidArgument,
+                    std::string(where) + ": unknown key '" + key + "'; valid keys: " + list);
     }
     if (out.count(key)) {
-      return Status(Code::kInvalidArgument,
-                    std::string(where) + ": key '" + key + "' given twice");
+      return Status(Code::kInvalidArgument, std::string(where) + ": key '" + key + "' given twice");
     }
     out[key] = std::string(item.substr(eq + 1));
   }

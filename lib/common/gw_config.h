@@ -20,7 +20,7 @@ namespace gw {
 enum class ConfigType : uint8_t { kInt, kBool, kDouble, kString };
 
 struct ConfigKeyDef {
-  const char* key;            ///< "section.name", e.g. "tcp.streams"
+  const char* key;  ///< "section.name", e.g. "tcp.streams"
   ConfigType type;
   const char* default_value;  ///< as text, parsed with the type's rules
   const char* help;

@@ -12,7 +12,11 @@ namespace gw {
 template <class T>
 class Ring {
  public:
-  void init(size_t cap) { v_.assign(cap, T{}); cap_ = cap; head_ = size_ = 0; }
+  void init(size_t cap) {
+    v_.assign(cap, T{});
+    cap_ = cap;
+    head_ = size_ = 0;
+  }
   size_t size() const { return size_; }
   size_t capacity() const { return cap_; }
   bool empty() const { return size_ == 0; }

@@ -53,9 +53,9 @@ struct SockAddr {
 };
 
 struct LocalChoice {
-  SockAddr addr;       ///< port 0
-  std::string iface;   ///< interface name
-  std::string why;     ///< how it was chosen, for the log
+  SockAddr addr;      ///< port 0
+  std::string iface;  ///< interface name
+  std::string why;    ///< how it was chosen, for the log
 };
 
 /// Pick the local address: `iface` by name, else `subnet` ("10.0.0.0/8", "fd00::/8"), else the
@@ -72,7 +72,7 @@ size_t encode_addr(const SockAddr& a, uint8_t* out);
 Result<SockAddr> decode_addr(const uint8_t* p, size_t n);
 
 struct StreamOptions {
-  int sndbuf = 0;           ///< 0 = leave the kernel's autotuning alone
+  int sndbuf = 0;  ///< 0 = leave the kernel's autotuning alone
   int rcvbuf = 0;
   int user_timeout_ms = 0;  ///< TCP_USER_TIMEOUT; 0 = kernel default
   int keepalive_s = 0;      ///< idle seconds before keepalive probes; 0 = off

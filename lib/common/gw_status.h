@@ -59,7 +59,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok()) v_ = Status(Code::kInternal, "Result built from OK status");
   }
@@ -84,10 +84,10 @@ class [[nodiscard]] Result {
 #define GW_CONCAT_(a, b) GW_CONCAT_INNER_(a, b)
 
 /// Return the Status of `expr` from the enclosing function if it is an error.
-#define GW_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::gw::Status gw_status_ = (expr);             \
-    if (!gw_status_.ok()) return gw_status_;      \
+#define GW_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::gw::Status gw_status_ = (expr);        \
+    if (!gw_status_.ok()) return gw_status_; \
   } while (0)
 
 /// `lhs = value of expr`, or return its Status from the enclosing function.

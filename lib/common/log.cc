@@ -11,8 +11,9 @@
 namespace gw::log {
 namespace {
 
-GW_CONFIG_KEYS(log, {"log.level", ConfigType::kString, "info",
-                     "trace, debug, info, warn, error, critical or off"},
+GW_CONFIG_KEYS(log,
+               {"log.level", ConfigType::kString, "info",
+                "trace, debug, info, warn, error, critical or off"},
                {"log.file", ConfigType::kString, "", "log file; empty means stderr"});
 
 struct Sinks {

@@ -1,6 +1,4 @@
 // Socket setup: address choice, listen, dial, options, name resolution. Setup paths only.
-#include "gw_socket.h"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -12,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+
+#include "gw_socket.h"
 
 namespace gw {
 
@@ -78,11 +78,10 @@ Result<Subnet> parse_subnet(const std::string& s) {
 
 bool in_subnet(const sockaddr* sa, const Subnet& n) {
   if (sa->sa_family != n.family) return false;
-  const uint8_t* a = n.family == AF_INET
-                         ? reinterpret_cast<const uint8_t*>(
-                               &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
-                         : reinterpret_cast<const uint8_t*>(
-                               &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  const uint8_t* a =
+      n.family == AF_INET
+          ? reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(sa)->sin_addr)
+          : reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
   for (int bit = 0; bit < n.prefix; ++bit) {
     int mask = 0x80 >> (bit % 8);
     if ((a[bit / 8] & mask) != (n.bytes[bit / 8] & mask)) return false;
@@ -142,7 +141,7 @@ Result<LocalChoice> choose_local(const std::string& iface, const std::string& su
     }
   }
   if (!best) {
-    std::string asked = !iface.empty() ? "interface '" + iface + "'"
+    std::string asked = !iface.empty()    ? "interface '" + iface + "'"
                         : !subnet.empty() ? "subnet " + subnet
                                           : std::string("any interface");
     return Status(Code::kUnavailable, "tcp: no " + (family == "auto" ? "" : family + " ") +
@@ -154,8 +153,9 @@ Result<LocalChoice> choose_local(const std::string& iface, const std::string& su
   c.addr.len = best->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   std::memcpy(&c.addr.ss, best->ifa_addr, c.addr.len);
   c.addr.set_port(0);
-  c.why = !iface.empty() ? "tcp.iface" : !subnet.empty() ? "tcp.subnet " + subnet
-                                                         : "first up interface, non-loopback first";
+  c.why = !iface.empty()    ? "tcp.iface"
+          : !subnet.empty() ? "tcp.subnet " + subnet
+                            : "first up interface, non-loopback first";
   return c;
 }
 

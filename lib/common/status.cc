@@ -1,21 +1,31 @@
-#include "gw_status.h"
-
 #include <cstring>
+
+#include "gw_status.h"
 
 namespace gw {
 
 const char* code_name(Code c) noexcept {
   switch (c) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kNotSupported: return "NotSupported";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kTimeout: return "Timeout";
-    case Code::kResourceExhausted: return "ResourceExhausted";
-    case Code::kRemoteError: return "RemoteError";
-    case Code::kProtocolError: return "ProtocolError";
-    case Code::kSystemError: return "SystemError";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kNotSupported:
+      return "NotSupported";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kTimeout:
+      return "Timeout";
+    case Code::kResourceExhausted:
+      return "ResourceExhausted";
+    case Code::kRemoteError:
+      return "RemoteError";
+    case Code::kProtocolError:
+      return "ProtocolError";
+    case Code::kSystemError:
+      return "SystemError";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
