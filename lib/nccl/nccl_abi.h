@@ -175,3 +175,13 @@ typedef struct {
 } ncclNet_v12_t;
 
 }  // extern "C"
+
+// Layout guards (x86-64/aarch64 LP64): an edit that moves a field breaks the build, not NCCL.
+static_assert(sizeof(ncclNetProperties_v8_t) == 64, "ncclNetProperties_v8_t layout");
+static_assert(offsetof(ncclNetProperties_v8_t, maxRecvs) == 48, "ncclNetProperties_v8_t layout");
+static_assert(sizeof(ncclNetProperties_v12_t) == 128, "ncclNetProperties_v12_t layout");
+static_assert(offsetof(ncclNetProperties_v12_t, vProps) == 64, "ncclNetProperties_v12_t layout");
+static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104, "ncclNetProperties_v12_t");
+static_assert(offsetof(ncclNetProperties_v12_t, planeId) == 126, "ncclNetProperties_v12_t");
+static_assert(sizeof(ncclNet_v8_t) == 19 * sizeof(void*), "ncclNet_v8_t: 19 members");
+static_assert(sizeof(ncclNet_v12_t) == 22 * sizeof(void*), "ncclNet_v12_t: 22 members");
