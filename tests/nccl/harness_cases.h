@@ -13,7 +13,6 @@ struct Ctx {
   std::string dir;  ///< per-run directory: handles and barriers
   int ranks = 2;
   int rounds = 2;   ///< basic: rounds of the full message set
-  bool spin = true; ///< benchmarks: yield between tests instead of sleeping
 };
 
 /// All pairs, many outstanding isend/irecv with tags, grouped receives, byte checks.

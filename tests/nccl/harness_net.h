@@ -69,7 +69,7 @@ void close_mesh(Net& net, Mesh& m);
 void barrier(const std::string& dir, const std::string& name, int rank, int ranks,
              int timeout_ms);
 
-/// Tests `req` until done. spin: yield between tests (benchmarks); else sleep a little after a
+/// Tests `req` until done. spin: test back to back (benchmarks); else sleep a little after a
 /// while (2 cores are shared). @return the first non-success result of test().
 ncclResult_t wait(Net& net, void* req, int* sizes, bool spin, int timeout_ms);
 
