@@ -2,11 +2,12 @@
 // sides, and the acceptor learns it only from the connector; the interface has no accept call
 // and a passive connect() waits. So each listen comm opens a small non-blocking TCP side
 // channel: its host:port, a listen key and the listener's gradwire Address go in the NCCL
-// handle; the connector sends back (listen key, connection key, its Address), then both call
-// Transport::connect with the connection key. A passive connect with an expired deadline polls
-// (the transports park early arrivals by key), so accept() returns NULL until the peer is there.
-// The connector's state lives behind a pointer inside the handle (NCCL calls connect() again
-// with the same handle, as net_ib relies on).
+// handle; the connector sends back (listen key, connection key, its Address). Both then put
+// the comm on the one Endpoint ("link") between the two processes, made on first use by the
+// side with the smaller Address (active) while the other polls a passive connect with an
+// expired deadline (the transports park early arrivals by key): connect() and accept() return
+// NULL until it is there. The connector's state lives behind a pointer inside the handle (NCCL
+// calls connect() again with the same handle, as net_ib relies on).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -131,14 +133,63 @@ std::string ip_port(const void* ip, uint16_t port_net) {
 
 Status sys(const std::string& what) { return Status(Code::kSystemError, what, errno); }
 
-Status make_comm(Device* d, const ConnectParams& p, Deadline dl, bool send, Comm** out) {
-  auto ep = d->t->connect(p, dl);
+/// The key both sides compute alike for their link: FNV-1a of the two Addresses, smaller first.
+uint64_t link_key(std::string_view a, std::string_view b) {
+  if (b < a) std::swap(a, b);
+  uint64_t h = 1469598103934665603ull;
+  for (std::string_view part : {a, b}) {
+    for (char ch : part) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  }
+  return h;
+}
+
+/// The Link to `peer`, made once per peer process: the side with the smaller Address dials,
+/// whichever direction the comm goes, so both agree without a round trip. Caller holds d->mu.
+/// @return Timeout while the peer has not dialled yet (call again); the link's sticky error.
+Status get_link(Device* d, const Address& peer, const std::string& who, Nanos left,
+                std::shared_ptr<Link>* out) {
+  std::string key(peer.bytes());
+  auto it = d->links.find(key);
+  if (it != d->links.end()) {
+    Status s = it->second->ep->status();
+    if (!s.ok()) return s.with_context("link to " + who);
+    *out = it->second;
+    return Status();
+  }
+  std::string_view me = d->t->address().bytes();
+  if (me == key) {
+    return Status(Code::kNotSupported,
+                  "a comm from a transport to itself (one process): NCCL does not use the net "
+                  "plugin for that");
+  }
+  const bool active = me < std::string_view(key);
+  ConnectParams p{peer, link_key(me, key), active, 0, who};
+  if (!active) d->progress();  // lets the transport take the peer's dial/SYN
+  // Active connects do not wait for the peer's process (tcp dials a listening socket, dpdk
+  // sends its SYN and finishes the handshake in the background within the deadline); passive
+  // ones poll. The cap bounds a tcp dial to a peer whose listener is gone (refused, retried).
+  Nanos bound = std::clamp(left, Nanos(1'000'000'000), Nanos(10'000'000'000));
+  auto ep = d->t->connect(p, active ? Deadline(bound) : Deadline(Nanos(0)));
   if (!ep.ok()) return ep.status();
+  auto link = std::make_shared<Link>();
+  link->ep = std::move(*ep);
+  d->links.emplace(key, link);
+  *out = std::move(link);
+  return Status();
+}
+
+/// A comm over the link to `peer`. The comm id comes from the connector's key, so both ends
+/// tag alike; never 0xffffffff, so no tag is kAnyTag.
+Status make_comm(Device* d, const Address& peer, const std::string& who, uint64_t conn_key,
+                 Nanos left, bool send, Comm** out) {
+  std::shared_ptr<Link> link;
+  GW_RETURN_IF_ERROR(get_link(d, peer, who, left, &link));
   auto c = std::make_unique<Comm>();
   c->dev = d;
-  c->ep = std::move(*ep);
+  c->link = std::move(link);
+  c->tag_hi = ((conn_key >> 32) & 0x7fffffffu) << 32;
   c->send = send;
-  c->peer = p.peer_name;
+  c->peer = who;
   for (auto& r : c->reqs) r.comm = c.get();
   *out = c.release();
   return Status();
@@ -242,16 +293,17 @@ Status connect_step(Device* d, Handle* h, Comm** out) {
     if (n > 0) st->sent += static_cast<size_t>(n);
     if (st->sent < sizeof st->hello) return keep();
   }
-  h->stage = 0;  // whatever happens next, this attempt is over
   auto remote = Address::from_bytes(
       {reinterpret_cast<const char*>(h->addr), static_cast<size_t>(h->addr_len)});
-  if (!remote.ok()) return remote.status();
-  ConnectParams p{*remote, st->hello.conn_key, true, 0, st->peer};
-  // Active connects do not wait for the peer (tcp dials, dpdk sends its SYN); the deadline
-  // bounds the handshake that finishes in the background.
-  std::lock_guard lk(d->mu);
-  Deadline dl(std::max(Nanos(1'000'000'000), setup_timeout() - (Clock::now() - st->start)));
-  return make_comm(d, p, dl, true, out);
+  Status s = remote.status();
+  if (s.ok()) {
+    std::lock_guard lk(d->mu);
+    s = make_comm(d, *remote, st->peer, st->hello.conn_key,
+                  setup_timeout() - (Clock::now() - st->start), true, out);
+  }
+  if (s.code() == Code::kTimeout) return keep();  // the peer dials the link: call again
+  h->stage = 0;
+  return s;
 }
 
 /// One step of the acceptor.
@@ -288,11 +340,10 @@ Status accept_step(ListenComm* l, Comm** out) {
   auto remote = Address::from_bytes(
       {reinterpret_cast<const char*>(l->hello.addr), static_cast<size_t>(l->hello.addr_len)});
   if (!remote.ok()) return remote.status();
-  ConnectParams p{*remote, l->hello.conn_key, false, 0, l->peer};
   Device* d = l->dev;
   std::lock_guard lk(d->mu);
-  d->progress();  // lets the transport take the peer's dial/SYN
-  Status s = make_comm(d, p, Deadline(Nanos(0)), false, out);
+  Status s = make_comm(d, *remote, l->peer, l->hello.conn_key,
+                       setup_timeout() - (Clock::now() - l->since), false, out);
   if (s.code() == Code::kTimeout) {
     if (Clock::now() - l->since < setup_timeout()) return Status();
     s = s.with_context("accept: no connection " + std::to_string(setup_timeout().count() /

@@ -40,13 +40,14 @@ ncclResult_t comm_error(Comm* c, const Status& s) {
 
 Status health(Comm* c) {
   if (!c->dev->error.ok()) return c->dev->error;
-  return c->ep->status();
+  return c->link->ep->status();
 }
 
 /// Post the parts of a grouped receive that the transport has not taken yet.
 Status post_rest(Request* q) {
   if (q->posted == q->n) return Status();
-  auto got = q->comm->ep->post_recv({q->parts + q->posted, static_cast<size_t>(q->n - q->posted)});
+  auto got = q->comm->link->ep->post_recv(
+      {q->parts + q->posted, static_cast<size_t>(q->n - q->posted)});
   if (!got.ok()) return got.status();
   q->posted = static_cast<uint8_t>(q->posted + *got);
   return Status();
@@ -158,11 +159,12 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
   }
   Request* q = take_slot(c);
   if (!q) return ncclSuccess;  // NCCL calls again
-  SendRequest r{data, size, static_cast<uint32_t>(tag), wr_id(q, 0), mr ? &mr->region : nullptr};
-  auto got = c->ep->post_send({&r, 1});
+  SendRequest r{data, size, c->tag_hi | static_cast<uint32_t>(tag), wr_id(q, 0),
+                mr ? &mr->region : nullptr};
+  auto got = c->link->ep->post_send({&r, 1});
   if (got.ok() && *got == 0) {  // send queue full: make room once, else NCCL calls again
     c->dev->progress();
-    got = c->ep->post_send({&r, 1});
+    got = c->link->ep->post_send({&r, 1});
   }
   if (!got.ok() || *got == 0) {
     release(q);
@@ -191,7 +193,7 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, con
       return comm_error(c, Status(Code::kInvalidArgument,
                                   "irecv: buffer is not inside the registration passed with it"));
     }
-    q->parts[i] = RecvRequest{data[i], sizes[i], static_cast<uint32_t>(tags[i]),
+    q->parts[i] = RecvRequest{data[i], sizes[i], c->tag_hi | static_cast<uint32_t>(tags[i]),
                               wr_id(q, static_cast<unsigned>(i)), mr ? &mr->region : nullptr};
     q->sizes[i] = 0;
   }
@@ -263,7 +265,7 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
       if (q->sizes[i] <= q->parts[i].len) continue;
       GW_NCCL_WARN("NET/gradwire: recv from %s, tag %u: a message of %zu bytes is longer than "
                    "its receive buffer of %zu bytes (sender and receiver disagree on sizes)",
-                   c->peer.c_str(), static_cast<unsigned>(q->parts[i].tag), q->sizes[i],
+                   c->peer.c_str(), static_cast<unsigned>(q->parts[i].tag & 0xffffffffu), q->sizes[i],
                    q->parts[i].len);
     }
     return ncclInvalidUsage;
@@ -273,8 +275,10 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
 }
 
 void retire(Comm* c) {
+  // Receives still posted stay with the shared Endpoint (the interface cannot cancel them);
+  // no message carries this comm's id any more, so none can match.
   c->closed = true;
-  c->ep.reset();
+  c->link.reset();
   for (auto& r : c->reqs)
     if (r.used && r.left == 0) release(&r);  // done but never tested
   Device* d = c->dev;

@@ -59,10 +59,18 @@ struct alignas(16) Request {
   RecvRequest parts[kMaxRecvs];  ///< kept for parts not yet posted
 };
 
-/// A send or receive comm: one Endpoint and its request pool.
+/// The one Endpoint between this process's transport and one peer's. Every comm between the
+/// two processes rides on it (NCCL's comms are one-directional; separate endpoints would double
+/// the connections each busy poll visits), told apart by the comm id in the upper tag bits.
+struct Link {
+  std::unique_ptr<Endpoint> ep;
+};
+
+/// A send or receive comm: a Link, its comm id, its request pool.
 struct Comm {
   Device* dev = nullptr;
-  std::unique_ptr<Endpoint> ep;
+  std::shared_ptr<Link> link;
+  uint64_t tag_hi = 0;  ///< comm id << 32; NCCL's tag fills the low 32 bits
   bool send = false;
   bool closed = false;   ///< closeSend/closeRecv called; freed when nothing is in flight
   bool warned = false;   ///< the endpoint's error was logged once
@@ -80,6 +88,7 @@ struct Device {
   std::unique_ptr<Transport> t;
   std::map<std::pair<uintptr_t, size_t>, std::unique_ptr<Mr>> regs;  ///< registration cache
   std::vector<std::unique_ptr<Comm>> zombies;  ///< closed with requests in flight
+  std::map<std::string, std::shared_ptr<Link>> links;  ///< by the peer's Address bytes
   Status error;  ///< sticky: the transport itself failed
   std::array<Completion, kBurst> burst;
 

@@ -166,6 +166,44 @@ void* one_send(Net& net, void* sc, std::vector<uint8_t>& buf, int tag, uint32_t 
   return post_send(net, sc, buf.data(), buf.size(), tag, nullptr);
 }
 
+/// A second set of comms (another NCCL channel) to every peer, used at the same time as the
+/// first with the same tags: each message must land on its own comm.
+void two_channels(Net& net, Mesh& m, const Ctx& ctx) {
+  const int me = net.rank();
+  Mesh m2 = connect_mesh(net, ctx.dir, ctx.ranks, 20'000, "ch2");
+  std::vector<uint8_t> rx(ctx.ranks * 2 * 64), tx(ctx.ranks * 2 * 64);
+  std::vector<void*> reqs;
+  for (int p = 0; p < ctx.ranks; ++p) {
+    if (p == me) continue;
+    for (int ch = 0; ch < 2; ++ch) {
+      void* data = rx.data() + (p * 2 + ch) * 64;
+      size_t size = 64;
+      int tag = 5;
+      reqs.push_back(post_recv(net, (ch ? m2 : m).recv[p], 1, &data, &size, &tag, nullptr));
+    }
+  }
+  for (int p = 0; p < ctx.ranks; ++p) {
+    if (p == me) continue;
+    for (int ch = 1; ch >= 0; --ch) {  // channel 2 first: its message must not fill channel 1
+      uint8_t* b = tx.data() + (p * 2 + ch) * 64;
+      for (size_t i = 0; i < 64; ++i) b[i] = pattern(seed_of(me, p, 5, 50 + ch), i);
+      reqs.push_back(post_send(net, (ch ? m2 : m).send[p], b, 64, 5, nullptr));
+    }
+  }
+  for (void* r : reqs) CHECK(wait(net, r, nullptr, false, kWaitMs) == ncclSuccess, "channel 2");
+  for (int p = 0; p < ctx.ranks; ++p) {
+    if (p == me) continue;
+    for (int ch = 0; ch < 2; ++ch) {
+      for (size_t i = 0; i < 64; ++i) {
+        CHECK(rx[(p * 2 + ch) * 64 + i] == pattern(seed_of(p, me, 5, 50 + ch), i),
+              "from %d: channel %d got another channel's message (byte %zu)", p, ch + 1, i);
+      }
+    }
+  }
+  barrier(ctx.dir, "ch2-done", me, ctx.ranks, kWaitMs);
+  close_mesh(net, m2);
+}
+
 }  // namespace
 
 void case_basic(Net& net, Mesh& m, const Ctx& ctx) {
@@ -180,6 +218,7 @@ void case_basic(Net& net, Mesh& m, const Ctx& ctx) {
                      &bufs[p].rx_mh) == ncclSuccess, "regMr rx");
   }
   for (int round = 0; round < ctx.rounds; ++round) round_trip(net, m, bufs, ctx.ranks, round);
+  two_channels(net, m, ctx);
   // iflush on host memory: nothing to do, NULL request.
   if (net.rank() != 0) {
     void* data = bufs[0].rx.data();
@@ -232,7 +271,7 @@ void case_mismatch(Net& net, Mesh& m, const Ctx& ctx) {
   barrier(ctx.dir, "mismatch-done", me, ctx.ranks, kWaitMs);
 }
 
-void case_death(Net& net, Mesh& m, const Ctx& ctx) {
+void case_death(Net& net, Mesh& m, const Ctx&) {
   // Rank 1 streams 1 MiB messages to rank 0 and is killed (SIGKILL) mid-stream, while rank 0
   // still has receives posted and sends outstanding to it: every pending request must fail
   // within a bounded time, never hang.
@@ -241,8 +280,15 @@ void case_death(Net& net, Mesh& m, const Ctx& ctx) {
   constexpr size_t kSize = 1 << 20;
   std::vector<uint8_t> buf(kSize * kMsgsN);
   if (me == 1) {
+    // Keeps polling while it waits (a DPDK peer that stops polling looks dead) until rank 0
+    // has the first message, then puts more in flight and is SIGKILLed.
+    uint8_t go = 0;
+    void* gop = &go;
+    size_t one = 1;
+    int go_tag = 77;
+    void* go_req = post_recv(net, m.recv[peer], 1, &gop, &one, &go_tag, nullptr);
     for (int i = 0; i < 4; ++i) post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
-    barrier(ctx.dir, "death-started", me, ctx.ranks, kWaitMs);
+    CHECK(wait(net, go_req, nullptr, false, kWaitMs) == ncclSuccess, "rank 0's go");
     for (int i = 4; i < kMsgsN; ++i) post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
     kill(getpid(), SIGKILL);
   }
@@ -253,11 +299,19 @@ void case_death(Net& net, Mesh& m, const Ctx& ctx) {
     int tag = i;
     reqs.push_back(post_recv(net, m.recv[peer], 1, &data, &size, &tag, nullptr));
   }
+  {  // a receive rank 1 never answers: it must fail however cleanly the connection ends
+    uint8_t* data = buf.data();
+    size_t size = 8;
+    int tag = 999;
+    void* d = data;
+    reqs.push_back(post_recv(net, m.recv[peer], 1, &d, &size, &tag, nullptr));
+  }
   std::vector<uint8_t> tx(4 * kSize);
   for (int i = 0; i < 4; ++i)
     reqs.push_back(post_send(net, m.send[peer], tx.data() + i * kSize, kSize, 50 + i, nullptr));
   CHECK(wait(net, reqs[0], nullptr, false, kWaitMs) == ncclSuccess, "first message");
-  barrier(ctx.dir, "death-started", me, ctx.ranks, kWaitMs);
+  uint8_t go = 1;
+  post_send(net, m.send[peer], &go, 1, 77, nullptr);  // rank 1 dies once it has this
   auto t0 = std::chrono::steady_clock::now();
   int failed = 0;
   for (size_t i = 1; i < reqs.size(); ++i) {

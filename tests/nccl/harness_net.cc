@@ -158,7 +158,8 @@ ncclResult_t Net::close_listen(void* lc) {
   return version_ == 8 ? v8_->closeListen(lc) : v12_->closeListen(lc);
 }
 
-Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms) {
+Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms,
+                  const std::string& name) {
   const int me = net.rank();
   Mesh m;
   m.send.assign(ranks, nullptr);
@@ -171,7 +172,7 @@ Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms) {
     if (p == me) continue;
     char h[GW_NCCL_HANDLE_MAXSIZE] = {};
     CHECK(net.listen(0, h, &m.listen[p]) == ncclSuccess, "listen for rank %d", p);
-    write_file(dir + "/h." + std::to_string(me) + "." + std::to_string(p), h, sizeof h);
+    write_file(dir + "/" + name + "." + std::to_string(me) + "." + std::to_string(p), h, sizeof h);
   }
   const long end = now_ms() + timeout_ms;
   for (int pending = 2 * (ranks - 1); pending > 0;) {
@@ -180,7 +181,7 @@ Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms) {
     for (int p = 0; p < ranks; ++p) {
       if (p == me) continue;
       if (!have[p]) {
-        have[p] = read_file(dir + "/h." + std::to_string(p) + "." + std::to_string(me),
+        have[p] = read_file(dir + "/" + name + "." + std::to_string(p) + "." + std::to_string(me),
                             handles[p].data(), GW_NCCL_HANDLE_MAXSIZE);
       }
       if (have[p] && !m.send[p]) {

@@ -62,7 +62,9 @@ struct Mesh {
 
 /// Listens for every peer, publishes handles as files in `dir`, and polls connect/accept
 /// until all comms exist (dies after `timeout_ms`).
-Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms);
+/// `name` tells the handle files of several meshes (NCCL's channels) apart.
+Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms,
+                  const std::string& name = "h");
 void close_mesh(Net& net, Mesh& m);
 
 /// File barrier in `dir`: every rank creates NAME.r and waits for all.
