@@ -30,6 +30,10 @@ void logf(ncclDebugLogLevel level, const char* fmt, ...) __attribute__((format(p
 #define GW_NCCL_WARN(...) ::gw::nccl::logf(NCCL_LOG_WARN, __VA_ARGS__)
 #define GW_NCCL_INFO(...) ::gw::nccl::logf(NCCL_LOG_INFO, __VA_ARGS__)
 
+/// Sends gradwire's spdlog loggers ("gw.*") through NCCL's logger (nccl_log.cc); called once
+/// the transports are open, so the loggers they made exist.
+void route_gradwire_logs();
+
 /// Status -> ncclResult_t, logging the message at WARN (setup and error paths only).
 ncclResult_t fail(const Status& s);
 

@@ -105,6 +105,7 @@ ncclResult_t init(ncclDebugLogger_t logger) noexcept {
       g.open_error = Status(Code::kInternal, std::string("opening transports: ") + e.what());
     }
     if (!g.open_error.ok()) g.devs.clear();
+    if (g_logger) route_gradwire_logs();
   }
   if (!g.open_error.ok()) return fail(g.open_error);
   return ncclSuccess;
