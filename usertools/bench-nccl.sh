@@ -14,7 +14,8 @@ ninja -C "$b" lib/nccl/libnccl-net-gradwire.so tests/nccl/gw-nccl-harness apps/g
 export GW_LOG_LEVEL=error
 h=$b/tests/nccl/gw-nccl-harness plugin=$b/lib/nccl/libnccl-net-gradwire.so
 perf=$b/apps/gw-perf/gw-perf
-echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $(git rev-parse --short HEAD), $t"
+echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores," \
+  "commit $(git rev-parse --short HEAD), $t"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
   echo; echo "### round $r"; echo; echo '```'

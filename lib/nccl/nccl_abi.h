@@ -42,7 +42,7 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* p
 #define GW_NCCL_PTR_HOST 0x1
 #define GW_NCCL_PTR_CUDA 0x2
 #define GW_NCCL_PTR_DMABUF 0x4
-#define GW_NCCL_ID_UNDEF (-1)       // NCCL_NET_ID_UNDEF
+#define GW_NCCL_ID_UNDEF (-1)                        // NCCL_NET_ID_UNDEF
 #define GW_NCCL_MAX_NET_SIZE (1024LL * 1024 * 1024)  // NCCL's MAX_NET_SIZE
 
 typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
@@ -74,16 +74,15 @@ typedef struct {
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
   ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
                           ncclNetDeviceHandle_v8_t** sendDevComm);
-  ncclResult_t (*accept)(void* listenComm, void** recvComm,
-                         ncclNetDeviceHandle_v8_t** recvDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_t** recvDevComm);
   ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
                               int fd, void** mhandle);
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
                         void** request);
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags,
-                        void** mhandles, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                        void** request);
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
                          void** request);
   ncclResult_t (*test)(void* request, int* done, int* sizes);

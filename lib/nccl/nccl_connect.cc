@@ -16,8 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -97,7 +97,8 @@ uint64_t random_key() {
   static std::mt19937_64 rng(std::random_device{}() ^ (uint64_t(::getpid()) << 32));
   std::lock_guard lk(mu);
   uint64_t k;
-  do k = rng(); while (k == 0);
+  do k = rng();
+  while (k == 0);
   return k;
 }
 
@@ -263,7 +264,10 @@ Status connect_step(Device* d, Handle* h, Comm** out) {
     h->stage = reinterpret_cast<uint64_t>(st);
   }
   std::unique_ptr<ConnectState> owner(st);  // released again below while still in progress
-  auto keep = [&] { owner.release(); return Status(); };
+  auto keep = [&] {
+    owner.release();
+    return Status();
+  };
   if (Clock::now() - st->start > setup_timeout()) {
     h->stage = 0;
     return Status(Code::kTimeout, "connect to " + st->peer + " did not finish in " +
@@ -346,8 +350,8 @@ Status accept_step(ListenComm* l, Comm** out) {
                        setup_timeout() - (Clock::now() - l->since), false, out);
   if (s.code() == Code::kTimeout) {
     if (Clock::now() - l->since < setup_timeout()) return Status();
-    s = s.with_context("accept: no connection " + std::to_string(setup_timeout().count() /
-                                                                 1'000'000) +
+    s = s.with_context("accept: no connection " +
+                       std::to_string(setup_timeout().count() / 1'000'000) +
                        " ms after the side channel (GW_NCCL_CONNECT_TIMEOUT_MS)");
   }
   l->conn.reset();  // done with this connector; the listen comm may accept another
@@ -358,7 +362,8 @@ Status accept_step(ListenComm* l, Comm** out) {
 
 ncclResult_t listen(int dev, void* handle, void** listen_comm) noexcept {
   Device* d = device(dev);
-  if (!d || !handle || !listen_comm) return fail(Status(Code::kInvalidArgument, "listen: bad args"));
+  if (!d || !handle || !listen_comm)
+    return fail(Status(Code::kInvalidArgument, "listen: bad args"));
   try {
     ListenComm* l = nullptr;
     Status s = do_listen(d, static_cast<Handle*>(handle), &l);

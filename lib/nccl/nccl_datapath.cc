@@ -46,8 +46,8 @@ Status health(Comm* c) {
 /// Post the parts of a grouped receive that the transport has not taken yet.
 Status post_rest(Request* q) {
   if (q->posted == q->n) return Status();
-  auto got = q->comm->link->ep->post_recv(
-      {q->parts + q->posted, static_cast<size_t>(q->n - q->posted)});
+  auto got =
+      q->comm->link->ep->post_recv({q->parts + q->posted, static_cast<size_t>(q->n - q->posted)});
   if (!got.ok()) return got.status();
   q->posted = static_cast<uint8_t>(q->posted + *got);
   return Status();
@@ -75,8 +75,9 @@ Status check_range(const Device& d, void* data, size_t size, int type, MemKind* 
     for (MemKind k : d.t->properties().zero_copy_kinds) ok |= k == MemKind::kCudaDevice;
     if (!ok) {
       return Status(Code::kNotSupported,
-                    where() + ": this transport does not move CUDA memory without staging "
-                              "(only rdma with GPUDirect does); NCCL should not have asked");
+                    where() +
+                        ": this transport does not move CUDA memory without staging "
+                        "(only rdma with GPUDirect does); NCCL should not have asked");
     }
   } else {
     return Status(Code::kInvalidArgument, where() + ": unknown memory type");
@@ -111,8 +112,9 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
       mr->dev = d;
       mr->region = std::move(*r);
       if (it != d->regs.end() && it->second->refs > 0) {
-        return fail(Status(Code::kInvalidArgument, "regMr: the same range is registered as "
-                                                   "another memory type"));
+        return fail(Status(Code::kInvalidArgument,
+                           "regMr: the same range is registered as "
+                           "another memory type"));
       }
       it = d->regs.insert_or_assign(key, std::move(mr)).first;
     }
@@ -212,8 +214,10 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, const size_t* sizes, con
     } else {  // some parts are with the transport: progress() frees the slot after them
       q->left = static_cast<uint8_t>(q->left - (q->n - q->posted));
       q->posted = q->n;
-      if (q->left == 0) release(q);
-      else q->abandoned = true;
+      if (q->left == 0)
+        release(q);
+      else
+        q->abandoned = true;
     }
     return comm_error(c, s);
   }
@@ -247,8 +251,10 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
     // is freed by progress() then, not reused now.
     q->left = static_cast<uint8_t>(q->left - (q->n - q->posted));
     q->posted = q->n;
-    if (q->left == 0) release(q);
-    else q->abandoned = true;
+    if (q->left == 0)
+      release(q);
+    else
+      q->abandoned = true;
     return comm_error(c, h);
   }
   *done = 1;
@@ -263,10 +269,11 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
     // The transport keeps the endpoint usable; NCCL treats this as fatal anyway.
     for (unsigned i = 0; i < q->n; ++i) {
       if (q->sizes[i] <= q->parts[i].len) continue;
-      GW_NCCL_WARN("NET/gradwire: recv from %s, tag %u: a message of %zu bytes is longer than "
-                   "its receive buffer of %zu bytes (sender and receiver disagree on sizes)",
-                   c->peer.c_str(), static_cast<unsigned>(q->parts[i].tag & 0xffffffffu), q->sizes[i],
-                   q->parts[i].len);
+      GW_NCCL_WARN(
+          "NET/gradwire: recv from %s, tag %u: a message of %zu bytes is longer than "
+          "its receive buffer of %zu bytes (sender and receiver disagree on sizes)",
+          c->peer.c_str(), static_cast<unsigned>(q->parts[i].tag & 0xffffffffu), q->sizes[i],
+          q->parts[i].len);
     }
     return ncclInvalidUsage;
   }

@@ -59,8 +59,7 @@ ncclResult_t isend_v8(void* sc, void* data, int size, int tag, void* mh, void** 
   return isend(sc, data, static_cast<size_t>(size), tag, mh, req);
 }
 
-ncclResult_t irecv_v8(void* rc, int n, void** data, int* sizes, int* tags, void** mh,
-                      void** req) {
+ncclResult_t irecv_v8(void* rc, int n, void** data, int* sizes, int* tags, void** mh, void** req) {
   if (n < 1 || n > kMaxRecvs) return irecv(rc, n, data, nullptr, tags, mh, req);  // error path
   size_t s[kMaxRecvs];
   for (int i = 0; i < n; ++i) s[i] = sizes[i] < 0 ? 0 : static_cast<size_t>(sizes[i]);
@@ -137,15 +136,16 @@ using namespace gw::nccl;  // NOLINT: the tables below only name this plugin's f
 extern "C" {
 
 __attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
-    "gradwire", init_v8, devices, props_v8, listen_v8, connect_v8, accept_v8, reg_mr,
-    reg_mr_dmabuf, dereg_mr, isend_v8, irecv_v8, iflush_any, test, close_comm, close_comm,
-    close_listen, get_device_mr, irecv_consumed,
+    "gradwire", init_v8,       devices,      props_v8,      listen_v8,      connect_v8, accept_v8,
+    reg_mr,     reg_mr_dmabuf, dereg_mr,     isend_v8,      irecv_v8,       iflush_any, test,
+    close_comm, close_comm,    close_listen, get_device_mr, irecv_consumed,
 };
 
 __attribute__((visibility("default"))) ncclNet_v12_t ncclNetPlugin_v12 = {
-    "gradwire", init_v12, devices, props_v12, listen_v12, connect_v12, accept_v12, reg_mr,
-    reg_mr_dmabuf, dereg_mr, isend_v12, irecv_v12, iflush_any, test, close_comm, close_comm,
-    close_listen, get_device_mr, irecv_consumed, make_vdevice, finalize_v12, set_net_attr,
+    "gradwire",     init_v12,     devices,       props_v12,    listen_v12,   connect_v12,
+    accept_v12,     reg_mr,       reg_mr_dmabuf, dereg_mr,     isend_v12,    irecv_v12,
+    iflush_any,     test,         close_comm,    close_comm,   close_listen, get_device_mr,
+    irecv_consumed, make_vdevice, finalize_v12,  set_net_attr,
 };
 
 }  // extern "C"

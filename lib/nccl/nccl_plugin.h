@@ -55,9 +55,9 @@ struct alignas(16) Request {
   bool used = false;
   bool send = false;
   bool abandoned = false;  ///< failed to NCCL while parts were in flight: freed by progress
-  uint8_t n = 0;       ///< parts
-  uint8_t posted = 0;  ///< parts handed to the transport (the rest wait for room)
-  uint8_t left = 0;    ///< parts not yet completed
+  uint8_t n = 0;           ///< parts
+  uint8_t posted = 0;      ///< parts handed to the transport (the rest wait for room)
+  uint8_t left = 0;        ///< parts not yet completed
   Code code = Code::kOk;
   size_t sizes[kMaxRecvs] = {};
   RecvRequest parts[kMaxRecvs];  ///< kept for parts not yet posted
@@ -76,8 +76,8 @@ struct Comm {
   std::shared_ptr<Link> link;
   uint64_t tag_hi = 0;  ///< comm id << 32; NCCL's tag fills the low 32 bits
   bool send = false;
-  bool closed = false;   ///< closeSend/closeRecv called; freed when nothing is in flight
-  bool warned = false;   ///< the endpoint's error was logged once
+  bool closed = false;  ///< closeSend/closeRecv called; freed when nothing is in flight
+  bool warned = false;  ///< the endpoint's error was logged once
   int in_flight = 0;
   std::array<Request, GW_NCCL_MAX_REQUESTS> reqs;
   std::string peer;  ///< for messages
@@ -91,9 +91,9 @@ struct Device {
   std::string name;  ///< "gradwire-tcp": props.name points here
   std::unique_ptr<Transport> t;
   std::map<std::pair<uintptr_t, size_t>, std::unique_ptr<Mr>> regs;  ///< registration cache
-  std::vector<std::unique_ptr<Comm>> zombies;  ///< closed with requests in flight
+  std::vector<std::unique_ptr<Comm>> zombies;          ///< closed with requests in flight
   std::map<std::string, std::shared_ptr<Link>> links;  ///< by the peer's Address bytes
-  Status error;  ///< sticky: the transport itself failed
+  Status error;                                        ///< sticky: the transport itself failed
   std::array<Completion, kBurst> burst;
 
   /// Poll the CQ once and route completions to their requests. Caller holds mu.

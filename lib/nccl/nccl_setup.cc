@@ -79,16 +79,21 @@ void logf(ncclDebugLogLevel level, const char* fmt, ...) {
 ncclResult_t fail(const Status& s) {
   GW_NCCL_WARN("NET/gradwire: %s", s.to_string().c_str());
   switch (s.code()) {
-    case Code::kOk: return ncclSuccess;
-    case Code::kInvalidArgument: return ncclInvalidArgument;
+    case Code::kOk:
+      return ncclSuccess;
+    case Code::kInvalidArgument:
+      return ncclInvalidArgument;
     case Code::kRemoteError:
     case Code::kTimeout:
-    case Code::kProtocolError: return ncclRemoteError;
+    case Code::kProtocolError:
+      return ncclRemoteError;
     case Code::kSystemError:
     case Code::kUnavailable:
-    case Code::kResourceExhausted: return ncclSystemError;
+    case Code::kResourceExhausted:
+      return ncclSystemError;
     case Code::kNotSupported:
-    case Code::kInternal: return ncclInternalError;
+    case Code::kInternal:
+      return ncclInternalError;
   }
   return ncclInternalError;
 }

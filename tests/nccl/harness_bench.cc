@@ -1,11 +1,12 @@
 // Bandwidth and latency through the plugin, as NCCL's proxy drives it (isend/irecv/test in a
 // loop, at most NCCL_NET_MAX_REQUESTS in flight per comm). Rank 0 prints the rows; units as
 // gw-perf's: MB = 2^20 bytes, latency = half round trip.
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <sched.h>
 #include <vector>
 
 #include "harness_cases.h"
@@ -48,8 +49,9 @@ void bench_lat(Net& net, Mesh& m, const Ctx& ctx) {
             net.reg_mr(m.recv[peer], rx.data(), rx.size(), GW_NCCL_PTR_HOST, &rmh) == ncclSuccess,
         "regMr");
   if (me == 0) {
-    std::printf(" #bytes #iterations    t_min[usec]  t_typical[usec]    t_avg[usec]   "
-                "99%% percentile[usec]\n");
+    std::printf(
+        " #bytes #iterations    t_min[usec]  t_typical[usec]    t_avg[usec]   "
+        "99%% percentile[usec]\n");
   }
   for (size_t size = 8; size <= 4096; size *= 8) {
     const int iters = 2000, warm = 200;
@@ -67,8 +69,8 @@ void bench_lat(Net& net, Mesh& m, const Ctx& ctx) {
         if (i >= warm) rtt.push_back(ns_now() - t0);
       } else {
         CHECK(wait(net, next, nullptr, true, kWaitMs) == ncclSuccess, "ping");
-        next = i + 1 < warm + iters ? must_recv(net, m.recv[peer], rx.data(), size, 1, rmh)
-                                    : nullptr;
+        next =
+            i + 1 < warm + iters ? must_recv(net, m.recv[peer], rx.data(), size, 1, rmh) : nullptr;
         void* s = must_send(net, m.send[peer], tx.data(), size, 1, tmh);
         CHECK(wait(net, s, nullptr, true, kWaitMs) == ncclSuccess, "pong send");
       }
@@ -79,14 +81,16 @@ void bench_lat(Net& net, Mesh& m, const Ctx& ctx) {
       for (uint64_t v : rtt) sum += static_cast<double>(v);
       auto us = [](double ns) { return ns * 0.5e-3; };
       std::printf(" %-6zu %-11d %14.2f %16.2f %14.2f %22.2f\n", size, iters,
-                  us(static_cast<double>(rtt.front())), us(static_cast<double>(rtt[rtt.size() / 2])),
+                  us(static_cast<double>(rtt.front())),
+                  us(static_cast<double>(rtt[rtt.size() / 2])),
                   us(sum / static_cast<double>(rtt.size())),
                   us(static_cast<double>(rtt[rtt.size() * 99 / 100])));
       std::fflush(stdout);
     }
     if (size == 512) size = 4096 / 8;  // 8, 64, 512, 4096
   }
-  CHECK(net.dereg_mr(m.send[peer], tmh) == ncclSuccess && net.dereg_mr(m.recv[peer], rmh) == ncclSuccess,
+  CHECK(net.dereg_mr(m.send[peer], tmh) == ncclSuccess &&
+            net.dereg_mr(m.recv[peer], rmh) == ncclSuccess,
         "deregMr");
   barrier(ctx.dir, "lat-done", me, ctx.ranks, kWaitMs);
 }

@@ -1,4 +1,6 @@
 // The call sequences NCCL uses, as test cases run by every rank of one harness run.
+#include "harness_cases.h"
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -6,8 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-
-#include "harness_cases.h"
 
 namespace gw::nccltest {
 namespace {
@@ -22,13 +22,13 @@ struct Msg {
 };
 
 /// One round: every peer gets these messages; the receiver groups them as `groups` says.
-const Msg kMsgs[] = {{0, 1},      {1, 2},     {7, 3},     {8, 4},      {63, 5},    {4096, 6},
-                     {65537, 7},  {3000, 8},  {1 << 20, 9}, {12, 10},  {100, 11},  {257, 12},
-                     {9000, 13},  {1, 14},    {2048, 15}, {300000, 16}, {5, 17},   {6, 18},
-                     {70000, 19}, {4095, 20}, {1500, 21}, {1501, 22},  {31, 23},   {32, 24}};
+const Msg kMsgs[] = {{0, 1},      {1, 2},     {7, 3},       {8, 4},       {63, 5},   {4096, 6},
+                     {65537, 7},  {3000, 8},  {1 << 20, 9}, {12, 10},     {100, 11}, {257, 12},
+                     {9000, 13},  {1, 14},    {2048, 15},   {300000, 16}, {5, 17},   {6, 18},
+                     {70000, 19}, {4095, 20}, {1500, 21},   {1501, 22},   {31, 23},  {32, 24}};
 constexpr int kNumMsgs = sizeof kMsgs / sizeof kMsgs[0];
 const int kGroups[] = {1, 2, 3, 4, 8, 6};  // sums to kNumMsgs; 8 = maxRecvs
-constexpr int kSameTag = 8;                 // then this many messages with one tag: order
+constexpr int kSameTag = 8;                // then this many messages with one tag: order
 
 size_t total_bytes() {
   size_t t = 0;
@@ -56,8 +56,7 @@ void* post_send(Net& net, void* sc, void* data, size_t n, int tag, void* mh) {
 void* post_recv(Net& net, void* rc, int n, void** data, size_t* sizes, int* tags, void** mhs) {
   for (int i = 0;; ++i) {
     void* req = nullptr;
-    CHECK(net.irecv(rc, n, data, sizes, tags, mhs, &req) == ncclSuccess, "irecv tag %d",
-          tags[0]);
+    CHECK(net.irecv(rc, n, data, sizes, tags, mhs, &req) == ncclSuccess, "irecv tag %d", tags[0]);
     if (req) return req;
     CHECK(i < 1'000'000, "irecv never taken");
     usleep(10);
@@ -99,8 +98,8 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
       void* data = b.rx.data() + off + j * (64 + kGuard);
       size_t size = 64;
       int tag = 100;
-      recvs.push_back({post_recv(net, m.recv[p], 1, &data, &size, &tag, &b.rx_mh), p,
-                       kNumMsgs + j, 1});
+      recvs.push_back(
+          {post_recv(net, m.recv[p], 1, &data, &size, &tag, &b.rx_mh), p, kNumMsgs + j, 1});
     }
   }
   for (int p = 0; p < ranks; ++p) {
@@ -122,14 +121,16 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
     for (int g : kGroups) {
       for (int j = g - 1; j >= 0; --j) {
         const Msg& msg = kMsgs[k + j];
-        sends.push_back({post_send(net, m.send[p], b.tx.data() + offs[k + j], msg.size, msg.tag,
-                                   b.tx_mh), p, k + j, 1});
+        sends.push_back(
+            {post_send(net, m.send[p], b.tx.data() + offs[k + j], msg.size, msg.tag, b.tx_mh), p,
+             k + j, 1});
       }
       k += g;
     }
     for (int j = 0; j < kSameTag; ++j) {
-      sends.push_back({post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], 64, 100,
-                                 b.tx_mh), p, kNumMsgs + j, 1});
+      sends.push_back(
+          {post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], 64, 100, b.tx_mh), p,
+           kNumMsgs + j, 1});
     }
   }
   for (auto& s : sends) {
@@ -145,15 +146,15 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
       bool same = k >= kNumMsgs;
       size_t want = same ? 64 : kMsgs[k].size;
       int tag = same ? 100 + (k - kNumMsgs) : kMsgs[k].tag;
-      CHECK(sizes[j] == static_cast<int>(want), "from %d tag %d: size %d, want %zu", r.peer,
-            tag, sizes[j], want);
+      CHECK(sizes[j] == static_cast<int>(want), "from %d tag %d: size %d, want %zu", r.peer, tag,
+            sizes[j], want);
       size_t off = 0;
       for (int q = 0; q < std::min(k, kNumMsgs); ++q) off += kMsgs[q].size + kGuard;
       if (same) off += (k - kNumMsgs) * (64 + kGuard);
       uint32_t seed = seed_of(r.peer, me, tag, round);
       for (size_t i = 0; i < want; ++i) {
-        CHECK(b.rx[off + i] == pattern(seed, i), "from %d tag %d: byte %zu is %u, want %u",
-              r.peer, tag, i, b.rx[off + i], pattern(seed, i));
+        CHECK(b.rx[off + i] == pattern(seed, i), "from %d tag %d: byte %zu is %u, want %u", r.peer,
+              tag, i, b.rx[off + i], pattern(seed, i));
       }
       for (size_t i = want; i < want + kGuard; ++i)
         CHECK(b.rx[off + i] == kGuardByte, "from %d tag %d: wrote past the message", r.peer, tag);
@@ -213,9 +214,11 @@ void case_basic(Net& net, Mesh& m, const Ctx& ctx) {
     bufs[p].tx.resize(total_bytes());
     bufs[p].rx.resize(total_bytes());
     CHECK(net.reg_mr(m.send[p], bufs[p].tx.data(), bufs[p].tx.size(), GW_NCCL_PTR_HOST,
-                     &bufs[p].tx_mh) == ncclSuccess, "regMr tx");
+                     &bufs[p].tx_mh) == ncclSuccess,
+          "regMr tx");
     CHECK(net.reg_mr(m.recv[p], bufs[p].rx.data(), bufs[p].rx.size(), GW_NCCL_PTR_HOST,
-                     &bufs[p].rx_mh) == ncclSuccess, "regMr rx");
+                     &bufs[p].rx_mh) == ncclSuccess,
+          "regMr rx");
   }
   for (int round = 0; round < ctx.rounds; ++round) round_trip(net, m, bufs, ctx.ranks, round);
   two_channels(net, m, ctx);
@@ -287,9 +290,11 @@ void case_death(Net& net, Mesh& m, const Ctx&) {
     size_t one = 1;
     int go_tag = 77;
     void* go_req = post_recv(net, m.recv[peer], 1, &gop, &one, &go_tag, nullptr);
-    for (int i = 0; i < 4; ++i) post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
+    for (int i = 0; i < 4; ++i)
+      post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
     CHECK(wait(net, go_req, nullptr, false, kWaitMs) == ncclSuccess, "rank 0's go");
-    for (int i = 4; i < kMsgsN; ++i) post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
+    for (int i = 4; i < kMsgsN; ++i)
+      post_send(net, m.send[peer], buf.data() + i * kSize, kSize, i, nullptr);
     kill(getpid(), SIGKILL);
   }
   std::vector<void*> reqs;
@@ -324,8 +329,10 @@ void case_death(Net& net, Mesh& m, const Ctx&) {
   ncclResult_t r = net.isend(m.send[peer], tx.data(), 8, 99, nullptr, &req);
   if (r == ncclSuccess && req) r = wait(net, req, nullptr, false, kWaitMs);
   CHECK(r != ncclSuccess, "a send to the dead peer succeeded");
-  std::fprintf(stderr, "[rank 0] peer killed: %d of %zu pending requests failed, all settled "
-               "in %.3f s (ok)\n", failed, reqs.size() - 1, s);
+  std::fprintf(stderr,
+               "[rank 0] peer killed: %d of %zu pending requests failed, all settled "
+               "in %.3f s (ok)\n",
+               failed, reqs.size() - 1, s);
   CHECK(s < 10, "took %.1f s to settle (bound: 10 s)", s);
 }
 
@@ -358,7 +365,8 @@ void case_badreg(Net& net, Mesh& m, const Ctx& ctx) {
     void *a = nullptr, *b = nullptr;
     CHECK(net.reg_mr(comm, buf.data(), buf.size(), GW_NCCL_PTR_HOST, &a) == ncclSuccess, "reg");
     CHECK(net.reg_mr(m.recv[peer], buf.data(), buf.size(), GW_NCCL_PTR_HOST, &b) == ncclSuccess &&
-              a == b, "second registration of one range");
+              a == b,
+          "second registration of one range");
     void* d = nullptr;
     CHECK(net.reg_mr_dmabuf(comm, buf.data(), 4096, GW_NCCL_PTR_HOST, -1, &d) == ncclSuccess,
           "regMrDmaBuf of host memory");

@@ -12,7 +12,7 @@ namespace gw::nccltest {
 struct Ctx {
   std::string dir;  ///< per-run directory: handles and barriers
   int ranks = 2;
-  int rounds = 2;   ///< basic: rounds of the full message set
+  int rounds = 2;  ///< basic: rounds of the full message set
 };
 
 /// All pairs, many outstanding isend/irecv with tags, grouped receives, byte checks.

@@ -86,11 +86,13 @@ ncclResult_t Net::props(int dev, std::string* name, int* ptr, int* speed, int* m
   if (version_ == 8) {
     ncclNetProperties_v8_t p;
     r = v8_->getProperties(dev, &p);
-    if (r == ncclSuccess) *name = p.name, *ptr = p.ptrSupport, *speed = p.speed, *max_recvs = p.maxRecvs;
+    if (r == ncclSuccess)
+      *name = p.name, *ptr = p.ptrSupport, *speed = p.speed, *max_recvs = p.maxRecvs;
   } else {
     ncclNetProperties_v12_t p;
     r = v12_->getProperties(dev, &p);
-    if (r == ncclSuccess) *name = p.name, *ptr = p.ptrSupport, *speed = p.speed, *max_recvs = p.maxRecvs;
+    if (r == ncclSuccess)
+      *name = p.name, *ptr = p.ptrSupport, *speed = p.speed, *max_recvs = p.maxRecvs;
     CHECK(r != ncclSuccess || (p.vProps.ndevs == 1 && p.maxP2pBytes > 0 && p.regIsGlobal == 1),
           "v12 properties incomplete");
   }
@@ -138,8 +140,8 @@ ncclResult_t Net::irecv(void* rc, int n, void** data, const size_t* sizes, const
     for (int i = 0; i < n && i < 8; ++i) s[i] = static_cast<int>(sizes[i]);
     return v8_->irecv(rc, n, data, s, const_cast<int*>(tags), mhs, req);
   }
-  return v12_->irecv(rc, n, data, const_cast<size_t*>(sizes), const_cast<int*>(tags), mhs,
-                     nullptr, req);
+  return v12_->irecv(rc, n, data, const_cast<size_t*>(sizes), const_cast<int*>(tags), mhs, nullptr,
+                     req);
 }
 ncclResult_t Net::iflush(void* rc, int n, void** data, int* sizes, void** mhs, void** req) {
   return version_ == 8 ? v8_->iflush(rc, n, data, sizes, mhs, req)
@@ -207,16 +209,14 @@ void close_mesh(Net& net, Mesh& m) {
   m = Mesh{};
 }
 
-void barrier(const std::string& dir, const std::string& name, int rank, int ranks,
-             int timeout_ms) {
+void barrier(const std::string& dir, const std::string& name, int rank, int ranks, int timeout_ms) {
   char one = 1;
   write_file(dir + "/" + name + "." + std::to_string(rank), &one, 1);
   const long end = now_ms() + timeout_ms;
   for (int r = 0; r < ranks; ++r) {
     struct stat st;
     while (::stat((dir + "/" + name + "." + std::to_string(r)).c_str(), &st) != 0) {
-      CHECK(now_ms() < end, "barrier %s: rank %d missing after %d ms", name.c_str(), r,
-            timeout_ms);
+      CHECK(now_ms() < end, "barrier %s: rank %d missing after %d ms", name.c_str(), r, timeout_ms);
       usleep(500);
     }
   }

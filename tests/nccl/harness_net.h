@@ -16,8 +16,8 @@
 namespace gw::nccltest {
 
 [[noreturn]] void die(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-#define CHECK(cond, ...) \
-  do {                   \
+#define CHECK(cond, ...)                           \
+  do {                                             \
     if (!(cond)) ::gw::nccltest::die(__VA_ARGS__); \
   } while (0)
 
@@ -39,8 +39,8 @@ class Net {
   ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, int fd, void** mh);
   ncclResult_t dereg_mr(void* comm, void* mh);
   ncclResult_t isend(void* sc, void* data, size_t size, int tag, void* mh, void** req);
-  ncclResult_t irecv(void* rc, int n, void** data, const size_t* sizes, const int* tags,
-                     void** mhs, void** req);
+  ncclResult_t irecv(void* rc, int n, void** data, const size_t* sizes, const int* tags, void** mhs,
+                     void** req);
   ncclResult_t iflush(void* rc, int n, void** data, int* sizes, void** mhs, void** req);
   ncclResult_t test(void* req, int* done, int* sizes);
   ncclResult_t close_send(void* sc);
@@ -68,8 +68,7 @@ Mesh connect_mesh(Net& net, const std::string& dir, int ranks, int timeout_ms,
 void close_mesh(Net& net, Mesh& m);
 
 /// File barrier in `dir`: every rank creates NAME.r and waits for all.
-void barrier(const std::string& dir, const std::string& name, int rank, int ranks,
-             int timeout_ms);
+void barrier(const std::string& dir, const std::string& name, int rank, int ranks, int timeout_ms);
 
 /// Tests `req` until done. spin: test back to back (benchmarks); else sleep a little after a
 /// while (2 cores are shared). @return the first non-success result of test().

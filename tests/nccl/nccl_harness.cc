@@ -44,13 +44,20 @@ int run_rank(const std::string& plugin, int version, const std::string& test, in
                  version, name.c_str(), ptr, speed, max_recvs);
   }
   Mesh m = connect_mesh(net, ctx.dir, ctx.ranks, 20'000);
-  if (test == "basic") case_basic(net, m, ctx);
-  else if (test == "mismatch") case_mismatch(net, m, ctx);
-  else if (test == "death") case_death(net, m, ctx);
-  else if (test == "badreg") case_badreg(net, m, ctx);
-  else if (test == "lat") bench_lat(net, m, ctx);
-  else if (test == "bw") bench_bw(net, m, ctx);
-  else die("unknown case %s", test.c_str());
+  if (test == "basic")
+    case_basic(net, m, ctx);
+  else if (test == "mismatch")
+    case_mismatch(net, m, ctx);
+  else if (test == "death")
+    case_death(net, m, ctx);
+  else if (test == "badreg")
+    case_badreg(net, m, ctx);
+  else if (test == "lat")
+    bench_lat(net, m, ctx);
+  else if (test == "bw")
+    bench_bw(net, m, ctx);
+  else
+    die("unknown case %s", test.c_str());
   if (test != "death") close_mesh(net, m);  // a dead peer's comms are left to process exit
   return 0;
 }
@@ -130,8 +137,10 @@ int main(int argc, char** argv) {
   bool ok = true, skip = false;
   for (int r = 0; r < ctx.ranks; ++r) {
     int want = test == "death" && r == 1 ? 128 + SIGKILL : 0;
-    if (status[r] == kSkip) skip = true;
-    else if (status[r] != want) ok = false;
+    if (status[r] == kSkip)
+      skip = true;
+    else if (status[r] != want)
+      ok = false;
     if (status[r] != want) std::fprintf(stderr, "rank %d: exit %d (want %d)\n", r, status[r], want);
   }
   if (skip) return kSkip;
