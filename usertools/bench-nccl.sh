@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The NCCL plugin's overhead (issue 22): the harness's bandwidth and latency through
+# libnccl-net-gradwire.so beside gw-perf --ranks 2 on the same transport, in one run, ROUNDS
+# rounds alternating plugin and gw-perf. Both busy-poll (NCCL's proxy thread spins), both keep
+# 32 requests in flight for bandwidth (NCCL_NET_MAX_REQUESTS). Prints Markdown on stdout.
+#   usertools/bench-nccl.sh [ROUNDS] [TRANSPORT]    GW_BUILD_DIR (default build) must be built.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+b=${GW_BUILD_DIR:-build}
+rounds=${1:-3}
+t=${2:-tcp:iface=lo}
+ninja -C "$b" lib/nccl/libnccl-net-gradwire.so tests/nccl/gw-nccl-harness apps/gw-perf/gw-perf \
+  >/dev/null
+export GW_LOG_LEVEL=error
+h=$b/tests/nccl/gw-nccl-harness plugin=$b/lib/nccl/libnccl-net-gradwire.so
+perf=$b/apps/gw-perf/gw-perf
+echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores," \
+  "commit $(git rev-parse --short HEAD), $t"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$rounds"); do
+  echo; echo "### round $r"; echo; echo '```'
+  echo "# plugin (ncclNetPlugin_v12): $h PLUGIN 12 lat|bw 2 $t"
+  "$h" "$plugin" 12 lat 2 "$t" | grep -v '^PASS'
+  "$h" "$plugin" 12 bw 2 "$t" | grep -v '^PASS'
+  echo "# gw-perf --ranks 2 -t $t --busy"
+  for s in 8 64 512 4096; do
+    "$perf" --ranks 2 -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "
+  done
+  for s in 65536 262144 1048576 4194304; do
+    n=$(( (512 << 20) / s )); [ "$n" -lt 256 ] && n=256
+    "$perf" --ranks 2 -t "$t" --busy --test bw -s "$s" -n "$n" --tx-depth 32 -r 32 \
+      | grep -E "^ +[0-9]+ "
+  done
+  echo '```'
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
