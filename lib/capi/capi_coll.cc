@@ -70,7 +70,6 @@ gw_status_t allreduce(const char* fn, gw_comm_t* c, const void* send, void* recv
 
 gw_status_t bucket(const char* fn, gw_comm_t* c, const gw_tensor_t* tensors, size_t n,
                    gw_dtype_t dt, gw_op_t op, gw_request_t** req, bool async) {
-  static_assert(sizeof(gw_tensor_t) == sizeof(gw::TensorRef));
   return run(
       fn, c, async, req,
       [&]() -> Status {
@@ -88,7 +87,8 @@ gw_status_t bucket(const char* fn, gw_comm_t* c, const gw_tensor_t* tensors, siz
         return gw::capi::check_count(total, es, 1);
       },
       [&] {
-        std::span<const gw::TensorRef> refs(reinterpret_cast<const gw::TensorRef*>(tensors), n);
+        std::vector<gw::TensorRef> refs(n);  // the Communicator keeps its own copy
+        for (size_t i = 0; i < n; ++i) refs[i] = {tensors[i].send, tensors[i].recv, tensors[i].count};
         return c->comm->allreduce_async(refs, dtype(dt), rop(op));
       });
 }
