@@ -33,7 +33,7 @@ void rm_tree(const char* dir);
 /* A rendezvous whose keys are files in f->dir (made if missing; values written by rename, so
  * readers see whole values). */
 typedef struct file_rdzv {
-  char dir[200];
+  char dir[320];
 } file_rdzv;
 gw_rendezvous_t file_rendezvous(file_rdzv* f);
 
