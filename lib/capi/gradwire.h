@@ -7,8 +7,8 @@
  * then gw_allreduce(c, ...), gw_comm_destroy(c).
  *
  * Errors: every call returns a gw_status_t; on failure gw_last_error() says what failed and
- * where (function, rank, peer). A communicator that hit an error (dead peer, timeout,
- * mismatched calls) is broken: every later call on it returns that error; destroy it.
+ * where (function, rank, peer). A collective that failed (dead peer, timeout, mismatched
+ * calls) breaks the communicator: every later collective returns that error; destroy it.
  * Thread-safety: a communicator (and its requests and registrations) is used by one thread at
  * a time; different communicators may be used from different threads.
  * Build: `cc prog.c $(pkg-config --cflags --libs gradwire)` and `#include <gradwire.h>`.
@@ -164,7 +164,9 @@ GW_API gw_status_t gw_barrier_start(gw_comm_t* comm, gw_request_t** req);
  * order. Send/receive requests and collectives share the transport's completion queue, so
  * they are not in flight together: starting one kind while the other is in flight returns
  * GW_ERR_INVALID_ARGUMENT. Errors: as collectives; a message longer than the receive buffer
- * fails that receive with GW_ERR_INVALID_ARGUMENT. */
+ * fails that receive with GW_ERR_INVALID_ARGUMENT. A send/receive not done within the
+ * communicator's timeout fails with GW_ERR_TIMEOUT and breaks the communicator: the transport
+ * cannot take back a posted receive, so keep its buffer until gw_comm_destroy. */
 
 /** Send `bytes` bytes of buf to rank `peer` (not this rank). */
 GW_API gw_status_t gw_send(gw_comm_t* comm, const void* buf, size_t bytes, int peer,
