@@ -88,14 +88,14 @@ gw_status_t bucket(const char* fn, gw_comm_t* c, const gw_tensor_t* tensors, siz
       },
       [&] {
         std::vector<gw::TensorRef> refs(n);  // the Communicator keeps its own copy
-        for (size_t i = 0; i < n; ++i) refs[i] = {tensors[i].send, tensors[i].recv, tensors[i].count};
+        for (size_t i = 0; i < n; ++i)
+          refs[i] = {tensors[i].send, tensors[i].recv, tensors[i].count};
         return c->comm->allreduce_async(refs, dtype(dt), rop(op));
       });
 }
 
-gw_status_t reduce_scatter(const char* fn, gw_comm_t* c, const void* send, void* recv,
-                           size_t count, gw_dtype_t dt, gw_op_t op, gw_request_t** req,
-                           bool async) {
+gw_status_t reduce_scatter(const char* fn, gw_comm_t* c, const void* send, void* recv, size_t count,
+                           gw_dtype_t dt, gw_op_t op, gw_request_t** req, bool async) {
   return run(
       fn, c, async, req,
       [&] {
@@ -152,8 +152,8 @@ Status wait_or_test(gw_request_t** req, gw::Nanos timeout, bool* done) {
   } else {
     gw::Deadline dl(timeout);
     while (!r->done) {
-      GW_RETURN_IF_ERROR(gw::capi::p2p_progress(c, std::min(dl.remaining(),
-                                                            r->deadline.remaining())));
+      GW_RETURN_IF_ERROR(
+          gw::capi::p2p_progress(c, std::min(dl.remaining(), r->deadline.remaining())));
       if (r->done) break;
       if (poll_only) return Status();
       if (dl.expired()) return Status(Code::kTimeout, r->what + ": still running; wait again");
@@ -170,8 +170,8 @@ Status wait_or_test(gw_request_t** req, gw::Nanos timeout, bool* done) {
 
 extern "C" {
 
-gw_status_t gw_allreduce(gw_comm_t* c, const void* send, void* recv, size_t count,
-                         gw_dtype_t dt, gw_op_t op) {
+gw_status_t gw_allreduce(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt,
+                         gw_op_t op) {
   return allreduce("gw_allreduce", c, send, recv, count, dt, op, nullptr, false);
 }
 gw_status_t gw_allreduce_start(gw_comm_t* c, const void* send, void* recv, size_t count,
@@ -182,8 +182,8 @@ gw_status_t gw_allreduce_bucket(gw_comm_t* c, const gw_tensor_t* t, size_t n, gw
                                 gw_op_t op) {
   return bucket("gw_allreduce_bucket", c, t, n, dt, op, nullptr, false);
 }
-gw_status_t gw_allreduce_bucket_start(gw_comm_t* c, const gw_tensor_t* t, size_t n,
-                                      gw_dtype_t dt, gw_op_t op, gw_request_t** req) {
+gw_status_t gw_allreduce_bucket_start(gw_comm_t* c, const gw_tensor_t* t, size_t n, gw_dtype_t dt,
+                                      gw_op_t op, gw_request_t** req) {
   return bucket("gw_allreduce_bucket_start", c, t, n, dt, op, req, true);
 }
 gw_status_t gw_reduce_scatter(gw_comm_t* c, const void* send, void* recv, size_t count,
@@ -194,8 +194,7 @@ gw_status_t gw_reduce_scatter_start(gw_comm_t* c, const void* send, void* recv, 
                                     gw_dtype_t dt, gw_op_t op, gw_request_t** req) {
   return reduce_scatter("gw_reduce_scatter_start", c, send, recv, count, dt, op, req, true);
 }
-gw_status_t gw_allgather(gw_comm_t* c, const void* send, void* recv, size_t count,
-                         gw_dtype_t dt) {
+gw_status_t gw_allgather(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt) {
   return allgather("gw_allgather", c, send, recv, count, dt, nullptr, false);
 }
 gw_status_t gw_allgather_start(gw_comm_t* c, const void* send, void* recv, size_t count,

@@ -43,8 +43,8 @@ Status make_comm(std::shared_ptr<gw::Store> store, std::unique_ptr<gw::Transport
   GW_ASSIGN_OR_RETURN(int64_t dflt, cfg.get_int("coll.timeout_ms"));
   auto c = std::make_unique<gw_comm>();
   c->timeout = gw::Millis(timeout_ms > 0 ? timeout_ms : dflt);
-  GW_ASSIGN_OR_RETURN(c->group, gw::Group::create(std::move(store), std::move(tr), rank, size,
-                                                  c->timeout));
+  GW_ASSIGN_OR_RETURN(c->group,
+                      gw::Group::create(std::move(store), std::move(tr), rank, size, c->timeout));
   gw::CommOptions opts;
   opts.timeout = c->timeout;
   GW_ASSIGN_OR_RETURN(c->comm, gw::Communicator::create(*c->group, opts));
@@ -191,8 +191,8 @@ gw_status_t gw_comm_init_rendezvous(gw_transport_t* t, const gw_rendezvous_t* rd
     if (!rdzv->set || !rdzv->get || !rdzv->wait)
       return invalid("rdzv->set, rdzv->get and rdzv->wait must all be set");
     *out = nullptr;
-    return make_comm(gw::capi::make_callback_store(*rdzv), std::move(t->t), rank, size,
-                     timeout_ms, out);
+    return make_comm(gw::capi::make_callback_store(*rdzv), std::move(t->t), rank, size, timeout_ms,
+                     out);
   });
 }
 
@@ -229,8 +229,8 @@ gw_status_t gw_mem_register(gw_comm_t* c, void* addr, size_t length, gw_mr_t** o
     GW_RETURN_IF_ERROR(need(out, "out"));
     if (length == 0) return invalid("length is 0");
     *out = nullptr;
-    GW_ASSIGN_OR_RETURN(gw::MemoryRegion mr, c->group->transport().register_memory(
-                                                 addr, length, gw::MemKind::kHost));
+    GW_ASSIGN_OR_RETURN(gw::MemoryRegion mr,
+                        c->group->transport().register_memory(addr, length, gw::MemKind::kHost));
     auto m = std::make_unique<gw_mr>();
     m->comm = c;
     m->mr = std::move(mr);

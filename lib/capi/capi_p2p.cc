@@ -23,14 +23,14 @@ std::string p2p_what(bool is_send, int peer, uint32_t tag, size_t bytes) {
 
 // The caller's registration covering [buf, buf+len), else one made for this request.
 gw::Result<const gw::MemoryRegion*> region_for(gw_comm& c, gw_request& r, const void* buf,
-                                           size_t len) {
+                                               size_t len) {
   auto& tr = c.group->transport();
   if (!tr.properties().requires_registration || len == 0) return nullptr;
   for (auto& m : c.mrs) {
     if (m->mr.contains(buf, len)) return &m->mr;
   }
-  GW_ASSIGN_OR_RETURN(r.tmp_mr, tr.register_memory(const_cast<void*>(buf), len,
-                                                   gw::MemKind::kHost));
+  GW_ASSIGN_OR_RETURN(r.tmp_mr,
+                      tr.register_memory(const_cast<void*>(buf), len, gw::MemKind::kHost));
   return &r.tmp_mr;
 }
 
@@ -105,8 +105,8 @@ void complete(gw_request& r, const gw::Completion& k) {
     return;
   }
   Status why = k.ep ? k.ep->status() : Status(k.code, gw::code_name(k.code));
-  r.status = Status(why.ok() ? k.code : why.code(),
-                    r.what + ": " + peer + " failed: " + why.to_string());
+  r.status =
+      Status(why.ok() ? k.code : why.code(), r.what + ": " + peer + " failed: " + why.to_string());
 }
 
 }  // namespace
@@ -147,11 +147,11 @@ gw_status_t gw_send(gw_comm_t* c, const void* buf, size_t bytes, int peer, uint3
 }
 gw_status_t gw_send_start(gw_comm_t* c, const void* buf, size_t bytes, int peer, uint32_t tag,
                           gw_request_t** req) {
-  return post("gw_send_start", c, true, const_cast<void*>(buf), bytes, peer, tag, nullptr,
-              nullptr, req, true);
+  return post("gw_send_start", c, true, const_cast<void*>(buf), bytes, peer, tag, nullptr, nullptr,
+              req, true);
 }
-gw_status_t gw_recv(gw_comm_t* c, void* buf, size_t cap, int peer, uint32_t tag,
-                    size_t* received, int* source) {
+gw_status_t gw_recv(gw_comm_t* c, void* buf, size_t cap, int peer, uint32_t tag, size_t* received,
+                    int* source) {
   return post("gw_recv", c, false, buf, cap, peer, tag, received, source, nullptr, false);
 }
 gw_status_t gw_recv_start(gw_comm_t* c, void* buf, size_t cap, int peer, uint32_t tag,

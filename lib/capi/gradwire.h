@@ -34,15 +34,15 @@ extern "C" {
 /** Status codes; mirror gw::Code. */
 typedef enum gw_status {
   GW_OK = 0,
-  GW_ERR_INVALID_ARGUMENT = 1,    /**< bad pointer, size, dtype, rank; or ranks called apart */
-  GW_ERR_NOT_SUPPORTED = 2,       /**< the transport or build cannot do this; version mismatch */
-  GW_ERR_UNAVAILABLE = 3,         /**< a device, driver, launcher or peer is not there */
-  GW_ERR_TIMEOUT = 4,             /**< a deadline passed */
-  GW_ERR_RESOURCE_EXHAUSTED = 5,  /**< too many requests in flight, out of memory */
-  GW_ERR_REMOTE = 6,              /**< a peer failed, closed or reset */
-  GW_ERR_PROTOCOL = 7,            /**< malformed data from a peer */
-  GW_ERR_SYSTEM = 8,              /**< a system call failed */
-  GW_ERR_INTERNAL = 9             /**< a bug in gradwire */
+  GW_ERR_INVALID_ARGUMENT = 1,   /**< bad pointer, size, dtype, rank; or ranks called apart */
+  GW_ERR_NOT_SUPPORTED = 2,      /**< the transport or build cannot do this; version mismatch */
+  GW_ERR_UNAVAILABLE = 3,        /**< a device, driver, launcher or peer is not there */
+  GW_ERR_TIMEOUT = 4,            /**< a deadline passed */
+  GW_ERR_RESOURCE_EXHAUSTED = 5, /**< too many requests in flight, out of memory */
+  GW_ERR_REMOTE = 6,             /**< a peer failed, closed or reset */
+  GW_ERR_PROTOCOL = 7,           /**< malformed data from a peer */
+  GW_ERR_SYSTEM = 8,             /**< a system call failed */
+  GW_ERR_INTERNAL = 9            /**< a bug in gradwire */
 } gw_status_t;
 
 /** Element types; mirror gw::DataType. */
@@ -112,13 +112,11 @@ GW_API gw_status_t gw_transport_close(gw_transport_t* transport);
  *  `transport` (also on failure). timeout_ms bounds the setup and is every collective's
  *  default timeout (0: coll.timeout_ms, 60 s). @return GW_ERR_UNAVAILABLE (no launcher),
  *  GW_ERR_TIMEOUT (naming the missing ranks), GW_ERR_INVALID_ARGUMENT, connect errors. */
-GW_API gw_status_t gw_comm_init_env(gw_transport_t* transport, int64_t timeout_ms,
-                                    gw_comm_t** out);
+GW_API gw_status_t gw_comm_init_env(gw_transport_t* transport, int64_t timeout_ms, gw_comm_t** out);
 /** As gw_comm_init_env, with rank and size given and addresses exchanged through `rdzv`
  *  (keys "gw/addr/<rank>"; prefix them in the callbacks to share a store between groups). */
-GW_API gw_status_t gw_comm_init_rendezvous(gw_transport_t* transport,
-                                           const gw_rendezvous_t* rdzv, int rank, int size,
-                                           int64_t timeout_ms, gw_comm_t** out);
+GW_API gw_status_t gw_comm_init_rendezvous(gw_transport_t* transport, const gw_rendezvous_t* rdzv,
+                                           int rank, int size, int64_t timeout_ms, gw_comm_t** out);
 /** Destroy a communicator with its transport, requests and registrations. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t* comm);
 GW_API gw_status_t gw_comm_rank(const gw_comm_t* comm, int* rank);
@@ -138,9 +136,8 @@ GW_API gw_status_t gw_allreduce_start(gw_comm_t* comm, const void* send, void* r
 /** Fused bucket: each tensor reduced as by its own allreduce, in one collective. */
 GW_API gw_status_t gw_allreduce_bucket(gw_comm_t* comm, const gw_tensor_t* tensors, size_t n,
                                        gw_dtype_t dtype, gw_op_t op);
-GW_API gw_status_t gw_allreduce_bucket_start(gw_comm_t* comm, const gw_tensor_t* tensors,
-                                             size_t n, gw_dtype_t dtype, gw_op_t op,
-                                             gw_request_t** req);
+GW_API gw_status_t gw_allreduce_bucket_start(gw_comm_t* comm, const gw_tensor_t* tensors, size_t n,
+                                             gw_dtype_t dtype, gw_op_t op, gw_request_t** req);
 /** send holds size * recv_count elements; rank r receives the reduced block r. */
 GW_API gw_status_t gw_reduce_scatter(gw_comm_t* comm, const void* send, void* recv,
                                      size_t recv_count, gw_dtype_t dtype, gw_op_t op);
@@ -169,8 +166,7 @@ GW_API gw_status_t gw_barrier_start(gw_comm_t* comm, gw_request_t** req);
  * cannot take back a posted receive, so keep its buffer until gw_comm_destroy. */
 
 /** Send `bytes` bytes of buf to rank `peer` (not this rank). */
-GW_API gw_status_t gw_send(gw_comm_t* comm, const void* buf, size_t bytes, int peer,
-                           uint32_t tag);
+GW_API gw_status_t gw_send(gw_comm_t* comm, const void* buf, size_t bytes, int peer, uint32_t tag);
 GW_API gw_status_t gw_send_start(gw_comm_t* comm, const void* buf, size_t bytes, int peer,
                                  uint32_t tag, gw_request_t** req);
 /** Receive at most cap bytes from `peer` (or GW_ANY_SOURCE). When done, *received (if not

@@ -40,7 +40,8 @@ class CallbackStore final : public Store {
         continue;
       }
       if (rc != 0) return failed("get", "\"" + k + "\"", rc);
-      if (len > v.size()) return invalid("rendezvous: get(\"" + k + "\") reported more bytes than fit");
+      if (len > v.size())
+        return invalid("rendezvous: get(\"" + k + "\") reported more bytes than fit");
       v.resize(len);
       return v;
     }
@@ -76,8 +77,8 @@ class CallbackStore final : public Store {
     std::string names;
     for (auto& k : keys) names += (names.empty() ? "\"" : ", \"") + k + "\"";
     if (rc == GW_RDZV_TIMEOUT) {
-      return Status(Code::kTimeout,
-                    "rendezvous: keys " + names + " not all set after " + std::to_string(ms) + " ms");
+      return Status(Code::kTimeout, "rendezvous: keys " + names + " not all set after " +
+                                        std::to_string(ms) + " ms");
     }
     return failed("wait", names, rc);
   }

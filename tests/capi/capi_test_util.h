@@ -7,13 +7,13 @@
 #include <stdio.h>
 
 /* Fail the rank (return 1 from the enclosing function) with a message naming the rank. */
-#define CHECK(rank, cond)                                                                   \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed; gw_last_error: %s\n", (rank),     \
-              __FILE__, __LINE__, #cond, gw_last_error());                                  \
-      return 1;                                                                             \
-    }                                                                                       \
+#define CHECK(rank, cond)                                                                        \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed; gw_last_error: %s\n", (rank), __FILE__, \
+              __LINE__, #cond, gw_last_error());                                                 \
+      return 1;                                                                                  \
+    }                                                                                            \
   } while (0)
 
 /* CHECK that a gradwire call returns GW_OK. */

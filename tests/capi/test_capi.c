@@ -79,7 +79,8 @@ static int colls(int rank, int n, void* arg) {
     CHECK(rank, a[i] == want);
   }
   for (int p = 0; p < n; ++p)
-    for (size_t i = 0; i < kAg; ++i) CHECK(rank, ag[(size_t)p * kAg + i] == (int64_t)p * 1000000 + (int64_t)i);
+    for (size_t i = 0; i < kAg; ++i)
+      CHECK(rank, ag[(size_t)p * kAg + i] == (int64_t)p * 1000000 + (int64_t)i);
 
   /* Fused bucket: three int32 tensors, one in place, one empty; MIN. */
   int32_t b0[5], b1[300], out1[300], b2[1];
