@@ -282,6 +282,24 @@ static int errors(const char* dir) {
   CHECK(me, gw_comm_init_rendezvous(t, &half, 0, 1, 0, &c) == GW_ERR_INVALID_ARGUMENT);
   CHECK(me, HAS("rdzv->set"));
 
+  /* Launch discovery: no launcher; torchrun's names with a missing master; a job of one. */
+  CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
+  CHECK(me, gw_comm_init_env(t, 5000, &c) == GW_ERR_UNAVAILABLE && HAS("no launcher"));
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
+  CHECK(me, gw_comm_init_env(t, 5000, &c) == GW_ERR_INVALID_ARGUMENT && HAS("MASTER_ADDR"));
+  setenv("WORLD_SIZE", "1", 1);
+  int rk = -1, sz = -1;
+  CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
+  CHECK_OK(me, gw_comm_init_env(t, 5000, &c));
+  CHECK_OK(me, gw_comm_rank(c, &rk));
+  CHECK_OK(me, gw_comm_size(c, &sz));
+  CHECK(me, rk == 0 && sz == 1);
+  CHECK_OK(me, gw_comm_destroy(c));
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+
   /* Nobody else comes: Timeout naming the missing rank. */
   char sub[300];
   snprintf(sub, sizeof sub, "%s/alone", dir);
