@@ -156,7 +156,8 @@ Status wait_or_test(gw_request_t** req, gw::Nanos timeout, bool* done) {
           gw::capi::p2p_progress(c, std::min(dl.remaining(), r->deadline.remaining())));
       if (r->done) break;
       if (poll_only) return Status();
-      if (dl.expired()) return Status(Code::kTimeout, r->what + ": still running; wait again");
+      if (dl.expired())
+        return Status(Code::kTimeout, gw::capi::describe(*r) + ": still running; wait again");
     }
     st = r->status;
   }

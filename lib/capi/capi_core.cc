@@ -101,20 +101,32 @@ Status check_count(size_t count, size_t es, size_t blocks) {
 }
 
 gw_request* add_request(gw_comm& c, bool is_coll) {
-  auto r = std::make_unique<gw_request>();
+  if (c.free_reqs.empty()) {
+    c.reqs.push_back(std::make_unique<gw_request>());
+    c.reqs.back()->slot = static_cast<uint32_t>(c.reqs.size() - 1);
+    c.free_reqs.reserve(c.reqs.size());
+    c.free_reqs.push_back(c.reqs.back()->slot);
+  }
+  gw_request* r = c.reqs[c.free_reqs.back()].get();
+  c.free_reqs.pop_back();
   r->comm = &c;
-  r->id = c.next_id++;
+  r->gen = (r->gen + 1) & 0xFFFFFF;
+  r->active = true;
   r->is_coll = is_coll;
+  r->done = false;
+  r->status = Status();
+  r->received = nullptr;
+  r->source = nullptr;
   (is_coll ? c.colls_in_flight : c.p2p_in_flight)++;
-  gw_request* p = r.get();
-  c.reqs.emplace(p->id, std::move(r));
-  return p;
+  return r;
 }
 
 void finish_request(gw_request* r) {
   gw_comm& c = *r->comm;
   (r->is_coll ? c.colls_in_flight : c.p2p_in_flight)--;
-  c.reqs.erase(r->id);
+  r->active = false;
+  r->tmp_mr = MemoryRegion();
+  c.free_reqs.push_back(r->slot);
 }
 
 }  // namespace gw::capi

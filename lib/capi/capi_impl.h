@@ -5,7 +5,6 @@
 #pragma once
 
 #include <array>
-#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -24,18 +23,23 @@ struct gw_mr {
   gw::MemoryRegion mr;
 };
 
-/// A started collective (coll set) or send/receive (coll unset; finished by the comm's poll).
+/// A started collective (is_coll) or send/receive (finished by the comm's poll). Slots are
+/// reused, so a warm communicator starts requests without allocating.
 struct gw_request {
   gw_comm* comm = nullptr;
-  uint64_t id = 0;
+  uint32_t slot = 0;
+  uint32_t gen = 0;  ///< bumped per use: a late completion cannot reach the slot's next request
+  bool active = false;
   bool is_coll = false;
-  bool is_send = false;
   gw::CollHandle coll;
   // Send/receive.
+  bool is_send = false;
   bool done = false;
+  int peer = 0;
+  uint32_t tag = 0;
+  size_t bytes = 0;
   gw::Status status;
   gw::Deadline deadline{gw::Nanos(0)};
-  std::string what;  ///< "gw_recv from rank 1 (tag 7, 64 B)", for errors
   size_t* received = nullptr;
   int* source = nullptr;
   gw::MemoryRegion tmp_mr;  ///< per-request registration when the caller gave none
@@ -47,8 +51,8 @@ struct gw_comm {
   std::unique_ptr<gw::Group> group;
   std::unique_ptr<gw::Communicator> comm;
   std::vector<std::unique_ptr<gw_mr>> mrs;
-  std::map<uint64_t, std::unique_ptr<gw_request>> reqs;
-  uint64_t next_id = 1;
+  std::vector<std::unique_ptr<gw_request>> reqs;  ///< by slot; inactive ones are free
+  std::vector<uint32_t> free_reqs;
   int colls_in_flight = 0, p2p_in_flight = 0;
   gw::Nanos timeout{0};  ///< default deadline of a collective or send/receive
   gw::Status broken;     ///< set when a send/receive outlived its deadline (still posted)
@@ -91,10 +95,12 @@ Result<size_t> dtype_bytes(gw_dtype_t dt);
 /// InvalidArgument when count elements of `es` bytes (times `blocks`) overflow size_t.
 Status check_count(size_t count, size_t es, size_t blocks);
 
-/// Keep a request in c's table; the returned pointer stays valid until it is finished.
+/// Take a free request slot of c; the pointer stays valid until finish_request.
 gw_request* add_request(gw_comm& c, bool is_coll);
-/// Drop a finished request from c's table.
+/// Give a finished request's slot back.
 void finish_request(gw_request* r);
+/// "gw_recv from rank 1 (tag 7, 64 B)", for errors.
+std::string describe(const gw_request& r);
 
 /// A Store over the caller's rendezvous callbacks (rendezvous_store.cc).
 std::shared_ptr<Store> make_callback_store(const gw_rendezvous_t& r);

@@ -15,12 +15,6 @@ namespace {
 constexpr uint64_t kP2pTag = 0xB1ull << 56;
 constexpr uint64_t kP2pWr = 0xFFull << 56;
 
-std::string p2p_what(bool is_send, int peer, uint32_t tag, size_t bytes) {
-  std::string who = peer == GW_ANY_SOURCE ? "any rank" : "rank " + std::to_string(peer);
-  return std::string(is_send ? "gw_send to " : "gw_recv from ") + who + " (tag " +
-         std::to_string(tag) + ", " + std::to_string(bytes) + " B)";
-}
-
 // The caller's registration covering [buf, buf+len), else one made for this request.
 gw::Result<const gw::MemoryRegion*> region_for(gw_comm& c, gw_request& r, const void* buf,
                                                size_t len) {
@@ -56,17 +50,20 @@ gw_status_t post(const char* fn, gw_comm_t* c, bool is_send, void* buf, size_t b
     }
     gw_request* r = gw::capi::add_request(*c, false);
     r->is_send = is_send;
-    r->what = p2p_what(is_send, peer, tag, bytes);
+    r->peer = peer;
+    r->tag = tag;
+    r->bytes = bytes;
     r->deadline = gw::Deadline(c->timeout);
     r->received = received;
     r->source = source;
-    auto drop = [&](Status st) {
+    auto drop = [&](const Status& st) {
+      Status out = st.with_context(gw::capi::describe(*r));
       gw::capi::finish_request(r);
-      return st.with_context(p2p_what(is_send, peer, tag, bytes));
+      return out;
     };
     auto mr = region_for(*c, *r, buf, bytes);
     if (!mr.ok()) return drop(mr.status());
-    const uint64_t t = kP2pTag | tag, wr = kP2pWr | r->id;
+    const uint64_t t = kP2pTag | tag, wr = kP2pWr | uint64_t{r->gen} << 32 | r->slot;
     gw::Result<size_t> took = size_t{0};
     if (is_send) {
       gw::SendRequest s{buf, bytes, t, wr, *mr};
@@ -100,18 +97,24 @@ void complete(gw_request& r, const gw::Completion& k) {
   }
   std::string peer = "rank " + std::to_string(k.peer_id);
   if (k.code == Code::kInvalidArgument && !r.is_send) {
-    r.status = invalid(r.what + ": " + peer + " sent a " + std::to_string(k.len) +
+    r.status = invalid(gw::capi::describe(r) + ": " + peer + " sent a " + std::to_string(k.len) +
                        "-byte message, longer than the buffer");
     return;
   }
   Status why = k.ep ? k.ep->status() : Status(k.code, gw::code_name(k.code));
-  r.status =
-      Status(why.ok() ? k.code : why.code(), r.what + ": " + peer + " failed: " + why.to_string());
+  r.status = Status(why.ok() ? k.code : why.code(),
+                    gw::capi::describe(r) + ": " + peer + " failed: " + why.to_string());
 }
 
 }  // namespace
 
 namespace gw::capi {
+
+std::string describe(const gw_request& r) {
+  std::string who = r.peer == GW_ANY_SOURCE ? "any rank" : "rank " + std::to_string(r.peer);
+  return std::string(r.is_send ? "gw_send to " : "gw_recv from ") + who + " (tag " +
+         std::to_string(r.tag) + ", " + std::to_string(r.bytes) + " B)";
+}
 
 Status p2p_progress(gw_comm& c, Nanos wait) {
   auto& cq = c.group->transport().cq();
@@ -121,15 +124,17 @@ Status p2p_progress(gw_comm& c, Nanos wait) {
   for (size_t i = 0; got.ok() && i < *got; ++i) {
     const Completion& k = c.comps[i];
     if (k.op == Op::kEndpointError || (k.wr_id & kP2pWr) != kP2pWr) continue;
-    auto it = c.reqs.find(k.wr_id & ~kP2pWr);
-    if (it != c.reqs.end() && !it->second->is_coll) complete(*it->second, k);
+    const uint32_t slot = static_cast<uint32_t>(k.wr_id), gen = (k.wr_id >> 32) & 0xFFFFFF;
+    if (slot >= c.reqs.size()) continue;
+    gw_request& r = *c.reqs[slot];
+    if (r.active && !r.is_coll && !r.done && r.gen == gen) complete(r, k);
   }
   // A send/receive past its deadline stays posted (the transport cannot take it back), so
   // its buffer may still be written: the communicator is unusable from here on.
-  for (auto& [id, r] : c.reqs) {
-    if (r->is_coll || r->done || !r->deadline.expired()) continue;
+  for (auto& r : c.reqs) {
+    if (!r->active || r->is_coll || r->done || !r->deadline.expired()) continue;
     r->done = true;
-    r->status = Status(Code::kTimeout, r->what + ": not finished within " +
+    r->status = Status(Code::kTimeout, describe(*r) + ": not finished within " +
                                            std::to_string(c.timeout.count() / 1'000'000) +
                                            " ms; the peer may have stopped or not posted it");
     if (c.broken.ok()) c.broken = r->status;
