@@ -53,11 +53,19 @@ typedef enum gw_dtype {
   GW_BFLOAT16 = 3, /**< reduced in float32 */
   GW_INT32 = 4,
   GW_INT64 = 5,
-  GW_UINT8 = 6
+  GW_UINT8 = 6,
+  GW_DTYPE_MAX_ENUM = 0x7FFFFFFF /**< not a type: keeps any int value valid (checked at run time) */
 } gw_dtype_t;
 
 /** Reduction operators; mirror gw::ReduceOp. Integer sum/prod wrap; AVG divides once. */
-typedef enum gw_op { GW_SUM = 0, GW_PROD = 1, GW_MIN = 2, GW_MAX = 3, GW_AVG = 4 } gw_op_t;
+typedef enum gw_op {
+  GW_SUM = 0,
+  GW_PROD = 1,
+  GW_MIN = 2,
+  GW_MAX = 3,
+  GW_AVG = 4,
+  GW_OP_MAX_ENUM = 0x7FFFFFFF /**< not an op (as GW_DTYPE_MAX_ENUM) */
+} gw_op_t;
 
 typedef struct gw_transport gw_transport_t; /**< one driver on one device */
 typedef struct gw_comm gw_comm_t;           /**< ranks, their connections, the collectives */
