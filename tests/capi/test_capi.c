@@ -275,6 +275,10 @@ static int errors(const char* dir) {
   CHECK(me, HAS("nosuchdriver"));
   CHECK(me, gw_comm_init_env(NULL, 0, NULL) == GW_ERR_INVALID_ARGUMENT && HAS("transport"));
   CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
+  CHECK_OK(me, gw_transport_close(t)); /* one no communicator took */
+  CHECK(me, gw_transport_close(NULL) == GW_ERR_INVALID_ARGUMENT);
+  CHECK(me, gw_mem_deregister(NULL) == GW_ERR_INVALID_ARGUMENT);
+  CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
   CHECK(me, gw_comm_init_env(t, 1000, NULL) == GW_ERR_INVALID_ARGUMENT); /* t taken anyway */
   CHECK_OK(me, gw_transport_open("tcp:iface=lo", &t));
   gw_rendezvous_t half = {NULL, NULL, NULL, NULL};
