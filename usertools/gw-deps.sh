@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install gradwire's build and test dependencies from Debian 12 packages (idempotent).
 set -euo pipefail
-pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
+pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config gcc g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
       libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2 libibverbs-dev rdma-core)
 missing=()
 for p in "${pkgs[@]}"; do
