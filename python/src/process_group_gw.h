@@ -20,6 +20,8 @@ class WorkGW final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
   int sourceRank() const override { return source_; }
+  /// From the Future, which completes first: a caller seeing "done" can read its value.
+  bool isCompleted() override { return future_->completed(); }
   /// Engine thread: complete the Future, then the Work (an error names the op).
   void complete(const Status& st);
 

@@ -81,7 +81,7 @@ def run_ddp(rank, n, tmpdir, kinds, transport):
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_ddp_matches_gloo_tcp(n):
-    spawn(run_ddp, n, ["bn", "unused"], "tcp")
+    spawn(run_ddp, n, ["bn", "unused"], "tcp:iface=lo")
 
 
 def dpdk_usable():
