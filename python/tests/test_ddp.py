@@ -74,9 +74,11 @@ def run_ddp(rank, n, tmpdir, kinds, transport):
             for p, q in zip(params, ref_params):
                 assert torch.equal(p, q), f"{kind}: parameters differ from gloo"
         else:
+            # Summation order differs from gloo's: 1e-6 relative to each tensor's scale.
             torch.testing.assert_close(losses, ref_losses, rtol=1e-6, atol=0)
             for p, q in zip(params, ref_params):
-                torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+                err = (p - q).abs().max().item()
+                assert err <= 1e-6 * q.abs().max().item(), f"{kind}: parameter error {err}"
 
 
 @pytest.mark.parametrize("n", [2, 4])
