@@ -50,7 +50,7 @@ class Engine {
  private:
   struct Active {
     Job job;
-    size_t next = 0;     // next post to issue
+    size_t next = 0;      // next post to issue
     int outstanding = 0;  // handles in flight
     Status status;
   };

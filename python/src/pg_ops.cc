@@ -34,25 +34,50 @@ at::Tensor single(std::vector<at::Tensor>& ts, const char* op) {
 RedPlan plan_reduce(const char* op, at::ScalarType st, const c10d::ReduceOp& rop) {
   RedPlan p;
   switch (static_cast<c10d::ReduceOp::RedOpType>(rop)) {
-    case c10d::ReduceOp::SUM: p.op = ReduceOp::kSum; break;
-    case c10d::ReduceOp::AVG: p.op = ReduceOp::kAvg; break;
-    case c10d::ReduceOp::PRODUCT: p.op = ReduceOp::kProd; break;
-    case c10d::ReduceOp::MIN: p.op = ReduceOp::kMin; break;
-    case c10d::ReduceOp::MAX: p.op = ReduceOp::kMax; break;
+    case c10d::ReduceOp::SUM:
+      p.op = ReduceOp::kSum;
+      break;
+    case c10d::ReduceOp::AVG:
+      p.op = ReduceOp::kAvg;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      p.op = ReduceOp::kProd;
+      break;
+    case c10d::ReduceOp::MIN:
+      p.op = ReduceOp::kMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      p.op = ReduceOp::kMax;
+      break;
     default:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "gradwire ", op, ": reduce op ", static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(rop)),
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "gradwire ", op, ": reduce op ",
+                                  static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(rop)),
                                   " (BAND/BOR/BXOR/PREMUL_SUM) is not supported; gradwire "
                                   "reduces with SUM, AVG, PRODUCT, MIN, MAX");
   }
   const bool minmax = p.op == ReduceOp::kMin || p.op == ReduceOp::kMax;
   switch (st) {
-    case at::kFloat: p.dt = DataType::kFloat32; break;
-    case at::kDouble: p.dt = DataType::kFloat64; break;
-    case at::kHalf: p.dt = DataType::kFloat16; break;
-    case at::kBFloat16: p.dt = DataType::kBFloat16; break;
-    case at::kInt: p.dt = DataType::kInt32; break;
-    case at::kLong: p.dt = DataType::kInt64; break;
-    case at::kByte: p.dt = DataType::kUInt8; break;
+    case at::kFloat:
+      p.dt = DataType::kFloat32;
+      break;
+    case at::kDouble:
+      p.dt = DataType::kFloat64;
+      break;
+    case at::kHalf:
+      p.dt = DataType::kFloat16;
+      break;
+    case at::kBFloat16:
+      p.dt = DataType::kBFloat16;
+      break;
+    case at::kInt:
+      p.dt = DataType::kInt32;
+      break;
+    case at::kLong:
+      p.dt = DataType::kInt64;
+      break;
+    case at::kByte:
+      p.dt = DataType::kUInt8;
+      break;
     case at::kChar:
       TORCH_CHECK_NOT_IMPLEMENTED(p.op != ReduceOp::kAvg, "gradwire ", op,
                                   ": AVG of int8 is not supported (no signed 8-bit kernel)");
@@ -100,7 +125,8 @@ size_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
 void* ptr(const at::Tensor& t) { return t.data_ptr(); }
 
 Post p_send(at::Tensor t, int peer, uint32_t tag, CallOptions c) {
-  return [t, peer, tag, c](Communicator& m) { return m.send_async(ptr(t), nbytes(t), peer, tag, c); };
+  return
+      [t, peer, tag, c](Communicator& m) { return m.send_async(ptr(t), nbytes(t), peer, tag, c); };
 }
 Post p_recv(at::Tensor t, int peer, uint32_t tag, CallOptions c, int* src = nullptr) {
   return [t, peer, tag, c, src](Communicator& m) {
@@ -215,9 +241,9 @@ WorkPtr ProcessGroupGW::_allgather_base(at::Tensor& out, at::Tensor& in,
     return m.allgather_async(ptr(src), ptr(w), nbytes(src), DataType::kUInt8, c);
   });
   if (!w.is_same(out)) j.finish = [out, w]() mutable { out.copy_(w); };
-  return submit(c10::make_intrusive<WorkGW>(OpType::_ALLGATHER_BASE, "_allgather_base",
-                                            Tensors{out}),
-                std::move(j));
+  return submit(
+      c10::make_intrusive<WorkGW>(OpType::_ALLGATHER_BASE, "_allgather_base", Tensors{out}),
+      std::move(j));
 }
 
 WorkPtr ProcessGroupGW::gather(TensorLists& out, Tensors& in, const c10d::GatherOptions& o) {
@@ -304,7 +330,8 @@ WorkPtr ProcessGroupGW::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
               out.scalar_type());
   RedPlan p = plan_reduce("_reduce_scatter_base", out.scalar_type(), o.reduceOp);
   at::Tensor src = stage(in, p);
-  at::Tensor w = p.flip_sign ? at::empty({out.numel()}, out.options().dtype(at::kByte)) : out_buf(out);
+  at::Tensor w =
+      p.flip_sign ? at::empty({out.numel()}, out.options().dtype(at::kByte)) : out_buf(out);
   Job j;
   j.posts.push_back([src, w, p, c = call_opts(o.timeout)](Communicator& m) {
     return m.reduce_scatter_async(ptr(src), ptr(w), w.numel(), p.dt, p.op, c);

@@ -39,14 +39,14 @@ class C10dStore final : public Store {
     return v;
   }
   Status wait(std::span<const std::string> keys, Nanos timeout) override {
-    return guard("wait", keys.empty() ? "" : keys[0],
-                 [&] { s_->wait(std::vector<std::string>(keys.begin(), keys.end()), ms(timeout)); });
+    return guard("wait", keys.empty() ? "" : keys[0], [&] {
+      s_->wait(std::vector<std::string>(keys.begin(), keys.end()), ms(timeout));
+    });
   }
   Result<bool> check(std::span<const std::string> keys) override {
     bool v = false;
-    Status st = guard("check", keys.empty() ? "" : keys[0], [&] {
-      v = s_->check(std::vector<std::string>(keys.begin(), keys.end()));
-    });
+    Status st = guard("check", keys.empty() ? "" : keys[0],
+                      [&] { v = s_->check(std::vector<std::string>(keys.begin(), keys.end())); });
     if (!st.ok()) return st;
     return v;
   }
@@ -63,9 +63,10 @@ class C10dStore final : public Store {
       return Status();
     } catch (const std::exception& e) {
       std::string m = e.what();
-      const Code c = m.find("imeout") != std::string::npos || m.find("timed out") != std::string::npos
-                         ? Code::kTimeout
-                         : Code::kUnavailable;
+      const Code c =
+          m.find("imeout") != std::string::npos || m.find("timed out") != std::string::npos
+              ? Code::kTimeout
+              : Code::kUnavailable;
       return Status(c, std::string("c10d store ") + what + " '" + std::string(key) + "': " + m);
     }
   }
@@ -75,9 +76,12 @@ class C10dStore final : public Store {
 }  // namespace
 
 WorkGW::WorkGW(c10d::OpType type, const char* op, std::vector<at::Tensor> outputs)
-    : c10d::Work(-1, type), op_(op), outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+    : c10d::Work(-1, type),
+      op_(op),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 void WorkGW::complete(const Status& st) {
   if (st.ok()) {

@@ -3,7 +3,7 @@
 groups, sizes interleaved), DDP step time of a communication-bound model, and the binding's
 overhead against gw-coll-perf at 4 KiB. Prints markdown tables for BENCHMARKS.md.
 
-    PYTHONPATH=build/python /usr/bin/python3 python/bench_allreduce.py [--ranks 2 4] [--quick]
+    PYTHONPATH=build/python /usr/bin/python3 python/tools/bench_allreduce.py [--ranks 2 4] [--quick]
 """
 import argparse
 import datetime
@@ -109,9 +109,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--quick", action="store_true", help="sizes up to 1 MiB, 3 DDP steps")
+    ap.add_argument("--sizes", type=int, nargs="+", help="bytes (default 4 KiB..64 MiB)")
+    ap.add_argument("--no-ddp", action="store_true")
     ap.add_argument("--build", default=os.environ.get("GW_BUILD_DIR", "build"))
     a = ap.parse_args()
-    sizes = [s for s in SIZES if s <= (1 << 20)] if a.quick else SIZES
+    sizes = a.sizes or ([s for s in SIZES if s <= (1 << 20)] if a.quick else SIZES)
     print(f"# {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, torch {torch.__version__}, "
           f"transport {os.environ.get('GW_TRANSPORT', 'tcp')}")
     for n in a.ranks:
@@ -129,6 +131,8 @@ def main():
                 gw = rows[0][1]["gradwire"] * 1e6
                 print(f"\n4 KiB binding overhead, {n} ranks: backend {gw:.0f} us vs "
                       f"gw-coll-perf {cp:.0f} us = {gw / cp:.2f}x")
+    if a.no_ddp:
+        return
     _, n, (params, res) = run(ddp_step, 2, 3 if a.quick else 10)
     print(f"\nDDP step (forward+backward+allreduce), {params / 1e6:.1f} M params, batch 1, "
           f"2 ranks: gloo {res['gloo'] * 1e3:.1f} ms, gradwire {res['gradwire'] * 1e3:.1f} ms, "
