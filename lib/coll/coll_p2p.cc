@@ -11,15 +11,15 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
   const bool is_send = kind == coll::Kind::kSend;
   const char* what = is_send ? "send" : "recv";
   if (peer == im.rank || peer >= im.n || peer < (is_send ? 0 : -1)) {
-    return Status(Code::kInvalidArgument, std::string("coll: ") + what + " on rank " +
-                                              std::to_string(im.rank) + " of " +
-                                              std::to_string(im.n) + ": bad peer rank " +
-                                              std::to_string(peer));
+    return Status(Code::kInvalidArgument,
+                  std::string("coll: ") + what + " on rank " + std::to_string(im.rank) + " of " +
+                      std::to_string(im.n) + ": bad peer rank " + std::to_string(peer));
   }
   if (bytes > 0 && buf == nullptr)
     return Status(Code::kInvalidArgument, std::string("coll: ") + what + " with a null buffer");
   if (bytes > 0 && coll::is_device_buffer(buf)) return coll::device_unsupported(what);
-  GW_ASSIGN_OR_RETURN(coll::Task * o, im.begin(kind, DataType::kUInt8, ReduceOp::kSum, bytes, call));
+  GW_ASSIGN_OR_RETURN(coll::Task * o,
+                      im.begin(kind, DataType::kUInt8, ReduceOp::kSum, bytes, call));
   o->engine = coll::Engine::kP2p;
   o->root = peer;
   o->desc.root = peer;

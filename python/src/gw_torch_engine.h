@@ -6,6 +6,7 @@
 /// Thread-safety: submit() from any thread; everything else runs on the engine's thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -46,6 +47,9 @@ class Engine {
   /// Queue a job; its callbacks run on the engine's thread.
   void submit(Job job);
   const std::string& transport_name() const { return transport_name_; }
+  /// Whether waiters may look for completion briefly before sleeping: only when the ranks
+  /// (counted as if all were on this host) do not outnumber the CPUs.
+  bool spin() const { return spin_; }
 
  private:
   struct Active {
@@ -61,6 +65,7 @@ class Engine {
 
   Engine() = default;
   void run();
+  void idle_spin();
   /// Issue what the slots allow, oldest job first. @return false if the loop must stop.
   void post_pending(int& free);
   void complete(Active& a, Status st);
@@ -70,10 +75,12 @@ class Engine {
   std::unique_ptr<Communicator> comm_;
   std::string transport_name_;
   Nanos timeout_{0};
+  bool spin_ = false;
 
   std::mutex mu_;  // guards queue_ and stop_
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  std::atomic<bool> queued_{false};  // a hint read without mu_ while the thread idles briefly
   bool stop_ = false;
 
   // Engine thread only.

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 namespace gw::torch {
 namespace {
@@ -83,6 +84,13 @@ WorkGW::WorkGW(c10d::OpType type, const char* op, std::vector<at::Tensor> output
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
+bool WorkGW::wait(std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (spin_ && !future_->completed() && std::chrono::steady_clock::now() < end)
+    std::this_thread::yield();
+  return c10d::Work::wait(timeout);
+}
+
 void WorkGW::complete(const Status& st) {
   if (st.ok()) {
     future_->markCompleted(c10::IValue(outputs_));
@@ -109,6 +117,7 @@ ProcessGroupGW::ProcessGroupGW(const c10::intrusive_ptr<c10d::Store>& store, int
 }
 
 c10::intrusive_ptr<WorkGW> ProcessGroupGW::submit(c10::intrusive_ptr<WorkGW> w, Job job) {
+  w->spin_ = engine_->spin();
   job.done = [w](const Status& st) { w->complete(st); };
   engine_->submit(std::move(job));
   return w;

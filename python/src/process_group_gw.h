@@ -22,10 +22,13 @@ class WorkGW final : public c10d::Work {
   int sourceRank() const override { return source_; }
   /// From the Future, which completes first: a caller seeing "done" can read its value.
   bool isCompleted() override { return future_->completed(); }
+  /// Looks for completion briefly before sleeping: small ops finish within microseconds.
+  bool wait(std::chrono::milliseconds timeout) override;
   /// Engine thread: complete the Future, then the Work (an error names the op).
   void complete(const Status& st);
 
-  int source_ = -1;  ///< written by the engine thread before complete()
+  int source_ = -1;    ///< written by the engine thread before complete()
+  bool spin_ = false;  ///< wait() looks before sleeping (Engine::spin())
 
  private:
   const char* op_;
