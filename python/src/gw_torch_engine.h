@@ -66,7 +66,7 @@ class Engine {
   Engine() = default;
   void run();
   void idle_spin();
-  /// Issue what the slots allow, oldest job first. @return false if the loop must stop.
+  /// Issue what the free slots allow, oldest job first; a job never overtakes an earlier one.
   void post_pending(int& free);
   void complete(Active& a, Status st);
   void retire_finished();
