@@ -15,7 +15,15 @@
 
 namespace gw::coll {
 
-enum class Kind : uint8_t { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kBarrier };
+enum class Kind : uint8_t {
+  kAllreduce,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kBarrier,
+  kSend,  ///< point-to-point (coll_p2p.cc): not a collective, takes no sequence number
+  kRecv,
+};
 const char* kind_name(Kind k);
 
 /// Signature of a call, sent to peers when coll.check_args is on: mismatched calls fail with
@@ -49,7 +57,7 @@ class RegBuf {
   MemoryRegion mr_;
 };
 
-enum class Engine : uint8_t { kNone, kRing, kRd };
+enum class Engine : uint8_t { kNone, kRing, kRd, kP2p };
 
 /// One step of recursive doubling (including the fold-in/fold-out of the ranks beyond the
 /// largest power of two).
@@ -88,6 +96,7 @@ struct Task {
   uint8_t* out = nullptr;       ///< user output (reduce_scatter: one block)
   RegBuf scratch, workbuf, fusion;
   std::vector<TensorRef> bucket;  ///< fused allreduce: unpacked from `fusion` at the end
+  int* source = nullptr;          ///< point-to-point receive: where the sender's rank goes
 
   // Progress counters.
   uint32_t units = 0, sends_total = 0, recvs_total = 0;
@@ -124,7 +133,7 @@ static_assert(sizeof(Desc) <= kRdHdr);
 namespace gw {
 
 struct Communicator::Impl {
-  static constexpr int kSlots = 16;
+  static constexpr int kSlots = Communicator::kMaxInFlight;
 
   Group& group;
   int rank = 0, n = 1;
@@ -145,6 +154,10 @@ struct Communicator::Impl {
   // Setup of one collective (communicator.cc).
   Result<coll::Task*> begin(coll::Kind kind, DataType dt, ReduceOp rop, size_t count,
                             const CallOptions& call);
+  /// Post one point-to-point request of `op` (peer -1: receive from any rank).
+  /// @return whether the transport took it.
+  Result<bool> post_p2p(coll::Task& op, int peer, bool is_send, void* buf, size_t len,
+                        uint32_t tag);
   Result<CollHandle> launch(coll::Task& op);
   Status finish_now(coll::Task& op);
 

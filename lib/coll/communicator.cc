@@ -25,6 +25,7 @@ GW_CONFIG_KEYS(coll,
                 "send each call's signature to peers so mismatched calls fail clearly"});
 
 constexpr uint64_t kTagMagic = 0xC0ull << 56;
+constexpr uint64_t kP2pTagMagic = 0xC1ull << 56;  // point-to-point: the caller's 32-bit tag
 constexpr size_t kMaxUserMrs = 64;
 
 using coll::Kind;
@@ -46,6 +47,10 @@ const char* kind_name(Kind k) {
       return "broadcast";
     case Kind::kBarrier:
       return "barrier";
+    case Kind::kSend:
+      return "send";
+    case Kind::kRecv:
+      return "recv";
   }
   return "unknown";
 }
@@ -59,6 +64,7 @@ std::string describe(const Desc& d) {
   if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
     s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
   if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
+  if (d.kind >= static_cast<uint8_t>(Kind::kSend)) s += ", peer=" + std::to_string(d.root);
   return s + (d.device ? ", device buffers)" : ")");
 }
 
@@ -165,7 +171,8 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   }
   op->active = true;
   op->gen = (op->gen + 1) & 0xFFFFFF;
-  op->seq = ++seq;
+  // Point-to-point calls involve two ranks: they must not shift the collectives' numbering.
+  op->seq = kind == Kind::kSend || kind == Kind::kRecv ? 0 : ++seq;
   op->kind = kind;
   op->dt = dt;
   op->rop = rop;
@@ -180,6 +187,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->in = nullptr;
   op->work = op->out = nullptr;
   op->bucket.clear();
+  op->source = nullptr;
   op->units = op->sends_total = op->recvs_total = 0;
   op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
   op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
@@ -286,6 +294,24 @@ Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len,
   return *k == 1;
 }
 
+Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void* buf,
+                                          size_t len, uint32_t tag) {
+  const uint64_t t = kP2pTagMagic | tag;
+  const uint64_t wr = make_wr(slot_of(op), op.gen, is_send, 0);
+  const MemoryRegion* mr = mr_for(op, buf, len);
+  Result<size_t> k = size_t{0};
+  if (is_send) {
+    SendRequest r{buf, len, t, wr, mr};
+    k = group.endpoint(peer).post_send({&r, 1});
+  } else {
+    RecvRequest r{buf, len, t, wr, mr};
+    k = peer < 0 ? group.transport().post_recv_any({&r, 1})
+                 : group.endpoint(peer).post_recv({&r, 1});
+  }
+  if (!k.ok()) return k.status().with_context(where(op));
+  return *k == 1;
+}
+
 Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
                                         std::span<const int> from) {
   if (!check_args) return Status();
@@ -310,7 +336,7 @@ Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
 // ---- progress and errors -------------------------------------------------------------------
 
 Status Communicator::Impl::advance(Task& op) {
-  if (op.done) return Status();
+  if (op.done || op.engine == coll::Engine::kP2p) return Status();
   Status st = op.engine == coll::Engine::kRd ? rd_advance(op) : ring_advance(op);
   if (!st.ok()) return st;
   maybe_complete(op);
@@ -383,6 +409,12 @@ void Communicator::Impl::dispatch(const Completion& c) {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
       fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why));
     }
+    return;
+  }
+  if (op.engine == coll::Engine::kP2p) {
+    ++(is_send ? op.sends_done : op.recvs_done);
+    if (!is_send && op.source) *op.source = static_cast<int>(c.peer_id);
+    maybe_complete(op);
     return;
   }
   Status st;

@@ -63,6 +63,9 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  /// Most calls (collectives and point-to-point) in flight at once; more: ResourceExhausted.
+  static constexpr int kMaxInFlight = 16;
+
   int rank() const;
   int size() const;
 
@@ -85,6 +88,17 @@ class Communicator {
   Result<CollHandle> broadcast_async(void* buf, size_t count, DataType dt, int root,
                                      const CallOptions& call = {});
   Result<CollHandle> barrier_async(const CallOptions& call = {});
+
+  /// Point-to-point (not a collective: only the two ranks take part, the collectives'
+  /// order is untouched): send `bytes` of buf to rank `peer`. It matches the receive on
+  /// `peer` with the same `tag`, in posting order. Tags are the caller's own.
+  Result<CollHandle> send_async(const void* buf, size_t bytes, int peer, uint32_t tag,
+                                const CallOptions& call = {});
+  /// Receive at most `bytes` into buf from rank `peer` (-1: any rank) with `tag`; when it
+  /// finishes, *source (if given) holds the sender's rank. A longer message fails it
+  /// (InvalidArgument).
+  Result<CollHandle> recv_async(void* buf, size_t bytes, int peer, uint32_t tag,
+                                int* source = nullptr, const CallOptions& call = {});
 
   /// Drive progress until the collective finishes or `timeout` passes. After Timeout from
   /// wait() the collective keeps running (its own deadline still applies); wait again.
