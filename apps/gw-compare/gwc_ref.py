@@ -1,0 +1,144 @@
+"""Reference tools in the same run, measured the same way (both processes' counters), placed
+the same way (not pinned, like the gradwire ranks): iperf3 for bandwidth (and 64 B writes
+per second), sockperf ping-pong for latency, sleeping and busy. And the soft-RoCE VM.
+"""
+import os
+import re
+import shutil
+import subprocess
+import json
+
+import gwc_proc
+import gwc_workloads as W
+
+SOCKPERF_MAX = 65507  # sockperf's largest message: its 64 KiB point uses this
+
+
+def _col(name, label, why=None):
+    return {"name": name, "label": label, "kind": "reference", "status": "not run",
+            "why": why, "commands": [], "errors": [], "driver_counters": {}, "results": {}}
+
+
+def _iperf3(ctx, w, secs, timeout):
+    port = str(ctx.port())
+    ln = min(w.size, W.MIB)  # iperf3 writes at most 1 MiB per call
+    ranks = [(["iperf3", "-s", "-1", "-p", port], {}, None),
+             (["iperf3", "-c", "127.0.0.1", "-p", port, "-l", str(ln), "-t",
+               str(max(1, round(secs))), "-J"], {}, None)]
+    procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, stagger_s=0.3)
+    cmds = [" ".join(p.command) for p in procs]
+    out = procs[1].stdout()
+    for p in procs:
+        p.close()
+    if not ok or not marks:
+        return None, cmds, "iperf3 failed"
+    end = json.loads(out)["end"]["sum_received"]
+    nbytes, bps = end["bytes"], end["bits_per_second"]
+    msgs = nbytes / ln
+    value = bps / ln / 8 / 1e6 if w.kind == "rate" else bps * 1e-9
+    return {"workload": w.id, "value": value, "msgs": msgs, "bytes": nbytes,
+            "cost": marks[-1][1], "write_len": ln}, cmds, None
+
+
+def _sockperf(ctx, w, secs, busy, timeout):
+    port = str(ctx.port())
+    size = min(w.size, SOCKPERF_MAX)
+    flag = ["--nonblocked"] if busy else []
+    ranks = [(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", port] + flag, {}, None),
+             (["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", port, "-m", str(size),
+               "-t", str(max(1, round(secs)))] + flag, {}, None)]
+    procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, stagger_s=0.3, daemons=(0,))
+    cmds = [" ".join(p.command) for p in procs]
+    for p in procs:
+        p.close()
+    text = [(re.sub(r"\x1b\[[0-9;]*m", "", ln), snap) for ln, snap in marks]
+    start = next((s for ln, s in text if "Starting test" in ln), None)
+    stop = next((s for ln, s in text if "Test end" in ln), None)
+    sent = next((int(m.group(1)) for ln, _ in text
+                 for m in [re.search(r"Total Run.*SentMessages=(\d+)", ln)] if m), None)
+    med = next((float(ln.split("=")[-1]) for ln, _ in text if "percentile 50.000" in ln), None)
+    if not ok or None in (start, stop, sent, med):
+        return None, cmds, "sockperf failed"
+    cost = gwc_proc.delta(start, stop)
+    return {"workload": w.id, "value": med, "msgs": 2 * sent, "bytes": 2 * sent * size,
+            "cost": cost, "msg_size": size}, cmds, None
+
+
+def run_refs(a, ctx, selected, log):
+    """Reference columns, rounds interleaved like the transports; missing tools listed."""
+    wanted = [x for x in a.refs.split(",") if x]
+    cols = {}
+    if "iperf3" in wanted:
+        cols["iperf3"] = _col("iperf3", "iperf3 (tcp)")
+    if "sockperf" in wanted:
+        cols["sockperf"] = _col("sockperf", "sockperf (sleep)")
+        cols["sockperf-busy"] = _col("sockperf-busy", "sockperf (busy)")
+    if "dpdk-testpmd" in wanted:
+        cols["dpdk-testpmd"] = _col(
+            "dpdk-testpmd", "dpdk-testpmd",
+            "not wired into gw-compare yet (it forwards packets, not messages): "
+            "usertools/gw-dpdk-bench.sh runs it beside gw-perf over memif")
+    for name, col in cols.items():
+        tool = name.split("-")[0] if name != "dpdk-testpmd" else name
+        if col["why"] is None and not shutil.which(tool):
+            col["why"] = "%s is not installed (apt-get install %s)" % (tool, tool)
+    raw = {n: {} for n in cols}
+    secs = max(a.duration, 0.2)
+    for rnd in range(a.rounds):
+        for w in W.WORKLOADS:
+            if w.id not in selected:
+                continue
+            jobs = []
+            if w.kind in ("bw", "rate") and cols.get("iperf3", {}).get("why", 1) is None:
+                jobs.append(("iperf3", lambda: _iperf3(ctx, w, secs, a.timeout)))
+            if w.kind == "lat":
+                for n, busy in (("sockperf", False), ("sockperf-busy", True)):
+                    if cols.get(n, {}).get("why", 1) is None:
+                        jobs.append((n, lambda busy=busy: _sockperf(ctx, w, secs, busy,
+                                                                    a.timeout)))
+            for name, job in jobs:
+                s, cmds, err = job()
+                log("round %d  %-10s %-28s%s" % (rnd + 1, name, w.id, "  FAILED" if err else ""))
+                cols[name]["commands"].extend(c for c in cmds if c not in cols[name]["commands"])
+                if err:
+                    cols[name]["errors"].append(err)
+                else:
+                    s["round"] = rnd + 1
+                    raw[name].setdefault(w.id, []).append(s)
+    from gw_compare import summarize
+    for name, col in cols.items():
+        col["results"] = {w: summarize(s) for w, s in raw[name].items()}
+        if col["results"]:
+            col["status"] = "ran"
+        elif col["why"] is None:
+            col["why"] = "every run failed: " + "; ".join(col["errors"][:1])
+    return list(cols.values())
+
+
+def run_rdma_vm(a, ctx, t, log):
+    """rdma on soft-RoCE: gw-compare itself runs inside the VM (--in-vm, rdma only) and
+    writes JSON to the VM's /tmp, which is a share of the host. Returns {"rdma": samples}."""
+    script = os.path.join(ctx.source, "usertools/gw-rxe-vm.sh")
+    here = os.path.dirname(os.path.abspath(__file__))
+    share_json = "/tmp/gwc-rdma-%d.json" % os.getpid()
+    cmd = ["bash", script, "--timeout", "900", "--", "python3",
+           os.path.join(here, "gw_compare.py"), "--in-vm", "-t", "rdma", "--refs", "",
+           "--build-dir", os.path.abspath(ctx.build), "--source-dir", ctx.source,
+           "-r", str(a.rounds), "-D", str(a.duration), "--json", share_json]
+    if a.quick:
+        cmd.append("--quick")
+    t.commands.append(" ".join(cmd))
+    log("gw-compare: rdma: booting the soft-RoCE VM (minutes)")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    vm_tmp = os.environ.get("GW_RXE_WORK", "/tmp/gw-rxe-vm-%d" % os.getuid())
+    for path in (share_json, os.path.join(vm_tmp, "share", os.path.basename(share_json))):
+        if os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+            col = next((c for c in doc["columns"] if c["name"] == "rdma"), None)
+            if col and col["results"]:
+                t.why = None
+                return {"rdma": {w: r["samples"] for w, r in col["results"].items()}}
+    t.why = "the VM run failed (exit %d): %s" % (r.returncode,
+                                                 (r.stdout + r.stderr).strip()[-300:])
+    return {}
