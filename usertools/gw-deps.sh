@@ -2,7 +2,8 @@
 # Install gradwire's build and test dependencies from Debian 12 packages (idempotent).
 set -euo pipefail
 pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
-      libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2 libibverbs-dev rdma-core)
+      libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2 libibverbs-dev rdma-core
+      linux-perf chromium iperf3 sockperf)  # last line: gw-compare (counters, report test, references)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

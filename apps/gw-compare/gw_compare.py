@@ -116,7 +116,8 @@ def measure(a, ctx, transports, selected, log):
     results = {t.name: {} for t in transports}
     n = 0
     for rnd in range(a.rounds):
-        order = transports[rnd % len(transports):] + transports[:rnd % len(transports)]
+        k = rnd % max(len(transports), 1)
+        order = transports[k:] + transports[:k]
         for t in order:
             for run in W.plan(a.duration, a.quick, selected):
                 n += 1
@@ -194,9 +195,9 @@ def main(argv=None):
             veth = gwc_transports.Veth(ctx.netns_script(), run_id).__enter__()
             if veth.why:
                 afp.why = veth.why
-        runnable = [t for t in transports if t.why is None and t.name != "rdma"]
+        runnable = [t for t in transports if t.why is None and (t.name != "rdma" or a.in_vm)]
         for t in transports:
-            if t.why:
+            if t.why and not (t.name == "rdma" and a.rdma_vm):
                 log("gw-compare: %s cannot run: %s" % (t.name, t.why))
         raw = measure(a, ctx, runnable, selected, log)
         rdma = all_t["rdma"]
@@ -217,6 +218,8 @@ def main(argv=None):
         results[t.name] = res
     doc = gwc_output.document(meta, transports, refs, results)
     print(gwc_output.table(doc))
+    if a.in_vm:
+        print(gwc_ref.JSON_MARK + json.dumps(doc, default=str))
     if a.json:
         text = json.dumps(doc, indent=1, default=str)
         if a.json == "-":

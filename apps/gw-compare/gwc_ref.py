@@ -11,6 +11,7 @@ import json
 import gwc_proc
 import gwc_workloads as W
 
+JSON_MARK = "@@gw-compare-json@@"  # --in-vm: the document's line in the VM's output
 SOCKPERF_MAX = 65507  # sockperf's largest message: its 64 KiB point uses this
 
 
@@ -78,6 +79,10 @@ def run_refs(a, ctx, selected, log):
             "dpdk-testpmd", "dpdk-testpmd",
             "not wired into gw-compare yet (it forwards packets, not messages): "
             "usertools/gw-dpdk-bench.sh runs it beside gw-perf over memif")
+    for name in wanted:
+        if name not in ("iperf3", "sockperf", "dpdk-testpmd"):
+            cols[name] = _col(name, name, "unknown reference tool (known: iperf3, sockperf, "
+                                          "dpdk-testpmd)")
     for name, col in cols.items():
         tool = name.split("-")[0] if name != "dpdk-testpmd" else name
         if col["why"] is None and not shutil.which(tool):
@@ -116,29 +121,30 @@ def run_refs(a, ctx, selected, log):
 
 
 def run_rdma_vm(a, ctx, t, log):
-    """rdma on soft-RoCE: gw-compare itself runs inside the VM (--in-vm, rdma only) and
-    writes JSON to the VM's /tmp, which is a share of the host. Returns {"rdma": samples}."""
+    """rdma on soft-RoCE: gw-compare itself runs inside the VM (--in-vm, rdma only) and prints
+    its document as one marked JSON line, which gw-rxe-vm.sh passes back on stdout.
+    Returns {"rdma": {workload: samples}}; on failure sets t.why."""
     script = os.path.join(ctx.source, "usertools/gw-rxe-vm.sh")
     here = os.path.dirname(os.path.abspath(__file__))
-    share_json = "/tmp/gwc-rdma-%d.json" % os.getpid()
-    cmd = ["bash", script, "--timeout", "900", "--", "python3",
+    cmd = ["bash", script, "--timeout", "1200", "--", "python3",
            os.path.join(here, "gw_compare.py"), "--in-vm", "-t", "rdma", "--refs", "",
            "--build-dir", os.path.abspath(ctx.build), "--source-dir", ctx.source,
-           "-r", str(a.rounds), "-D", str(a.duration), "--json", share_json]
+           "-r", str(a.rounds), "-D", str(a.duration), "-w", a.workloads]
     if a.quick:
         cmd.append("--quick")
     t.commands.append(" ".join(cmd))
     log("gw-compare: rdma: booting the soft-RoCE VM (minutes)")
     r = subprocess.run(cmd, capture_output=True, text=True)
-    vm_tmp = os.environ.get("GW_RXE_WORK", "/tmp/gw-rxe-vm-%d" % os.getuid())
-    for path in (share_json, os.path.join(vm_tmp, "share", os.path.basename(share_json))):
-        if os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
+    for line in r.stdout.splitlines():
+        if line.startswith(JSON_MARK):
+            doc = json.loads(line[len(JSON_MARK):])
             col = next((c for c in doc["columns"] if c["name"] == "rdma"), None)
             if col and col["results"]:
                 t.why = None
+                t.commands.extend(col["commands"])
                 return {"rdma": {w: r["samples"] for w, r in col["results"].items()}}
+            t.why = "in the VM: " + ((col or {}).get("why") or "no result")
+            return {}
     t.why = "the VM run failed (exit %d): %s" % (r.returncode,
                                                  (r.stdout + r.stderr).strip()[-300:])
     return {}
