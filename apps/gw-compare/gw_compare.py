@@ -71,6 +71,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="1 round, short phases: for CI")
     p.add_argument("--json", metavar="FILE", help="results as JSON ('-' for stdout)")
     p.add_argument("--csv", metavar="FILE", help="one row per transport x workload")
+    p.add_argument("--markdown", metavar="FILE", help="the table in Markdown")
     p.add_argument("--report", metavar="DIR", help="self-contained HTML report in DIR")
     p.add_argument("--profile", action="store_true",
                    help="one more pass under perf record: CPU time by category")
@@ -80,7 +81,7 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=120, help="seconds per process pair")
     a = p.parse_args(argv)
     if a.quick:
-        a.rounds, a.duration = 1, min(a.duration, 0.05)
+        a.rounds, a.duration = 1, min(a.duration, 0.1)
     return a
 
 
@@ -111,8 +112,8 @@ def run_pair(ctx, t, run, n, timeout, profile=None):
     return samples, cmds, stats, err
 
 
-def measure(a, ctx, transports, selected, log):
-    """Interleaved rounds; returns {transport: {workload: [samples]}} and notes."""
+def measure(a, ctx, transports, selected, log, refs):
+    """Interleaved rounds (the reference tools' too); returns {transport: {workload: [...]}}."""
     results = {t.name: {} for t in transports}
     n = 0
     for rnd in range(a.rounds):
@@ -134,6 +135,7 @@ def measure(a, ctx, transports, selected, log):
                 for s in samples:
                     s["round"] = rnd + 1
                     results[t.name].setdefault(s["workload"], []).append(s)
+        refs.round(ctx, rnd, log)
     return results
 
 
@@ -199,11 +201,12 @@ def main(argv=None):
         for t in transports:
             if t.why and not (t.name == "rdma" and a.rdma_vm):
                 log("gw-compare: %s cannot run: %s" % (t.name, t.why))
-        raw = measure(a, ctx, runnable, selected, log)
+        refs = gwc_ref.Refs(a, selected)
+        raw = measure(a, ctx, runnable, selected, log, refs)
         rdma = all_t["rdma"]
         if a.rdma_vm and rdma in transports:
             raw.update(gwc_ref.run_rdma_vm(a, ctx, rdma, log))
-        refs = gwc_ref.run_refs(a, ctx, selected, log)
+        refs = refs.finish(summarize)
         if a.profile:
             from gwc_profile import profile_all
             meta["profile"] = profile_all(a, ctx, runnable, run_pair, log)
@@ -227,9 +230,10 @@ def main(argv=None):
         else:
             with open(a.json, "w") as f:
                 f.write(text)
-    if a.csv:
-        with open(a.csv, "w") as f:
-            f.write(gwc_output.csv(doc))
+    for path, render in ((a.csv, gwc_output.csv), (a.markdown, gwc_output.markdown)):
+        if path:
+            with open(path, "w") as f:
+                f.write(render(doc))
     if a.report:
         import gwc_report
         path = gwc_report.write(doc, a.report)

@@ -115,3 +115,32 @@ def csv(doc):
                 wr.writerow([c["name"], c["kind"], w["id"], w["unit"], r["median"], r["min"],
                              r["max"], r["n"]] + [r["cost"].get(k, "") for k in keys])
     return out.getvalue()
+
+
+def markdown(doc):
+    """The table as Markdown (README, BENCHMARKS.md): speed in bold, costs under it."""
+    cols = ran(doc)
+    m = doc["meta"]
+    out = ["| workload | " + " | ".join(c["label"] for c in cols) + " |",
+           "|---|" + "---:|" * len(cols)]
+    for w in doc["workloads"]:
+        rs = [c["results"].get(w["id"]) for c in cols]
+        if not any(rs):
+            continue
+        out.append("| **%s** [%s] | " % (w["label"], w["unit"]) +
+                   " | ".join("**%s**" % speed_cell(r) if r else "–" for r in rs) + " |")
+        for key, label, kinds in COST_LINES:
+            if kinds and w["kind"] not in kinds:
+                continue
+            cells = [cost_cell(r, key) for r in rs]
+            if any(x != "-" for x in cells):
+                out.append("| %s | " % label.strip() +
+                           " | ".join(x.replace("-", "–") if x == "-" else x for x in cells)
+                           + " |")
+    notes = ["", "%s; %s, %s CPUs, kernel %s; load before the run %s; commit %s; `%s`" % (
+        m["date"], m["cpu_model"], m["cpus"], m["kernel"], m["load_before"], m.get("commit"),
+        m["command"])]
+    for c in doc["columns"]:
+        if c["status"] != "ran":
+            notes.append("- not run: %s — %s" % (c["label"], c.get("why")))
+    return "\n".join(out + notes) + "\n"

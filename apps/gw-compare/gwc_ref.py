@@ -65,59 +65,72 @@ def _sockperf(ctx, w, secs, busy, timeout):
             "cost": cost, "msg_size": size}, cmds, None
 
 
-def run_refs(a, ctx, selected, log):
-    """Reference columns, rounds interleaved like the transports; missing tools listed."""
-    wanted = [x for x in a.refs.split(",") if x]
-    cols = {}
-    if "iperf3" in wanted:
-        cols["iperf3"] = _col("iperf3", "iperf3 (tcp)")
-    if "sockperf" in wanted:
-        cols["sockperf"] = _col("sockperf", "sockperf (sleep)")
-        cols["sockperf-busy"] = _col("sockperf-busy", "sockperf (busy)")
-    if "dpdk-testpmd" in wanted:
-        cols["dpdk-testpmd"] = _col(
-            "dpdk-testpmd", "dpdk-testpmd",
-            "not wired into gw-compare yet (it forwards packets, not messages): "
-            "usertools/gw-dpdk-bench.sh runs it beside gw-perf over memif")
-    for name in wanted:
-        if name not in ("iperf3", "sockperf", "dpdk-testpmd"):
-            cols[name] = _col(name, name, "unknown reference tool (known: iperf3, sockperf, "
-                                          "dpdk-testpmd)")
-    for name, col in cols.items():
-        tool = name.split("-")[0] if name != "dpdk-testpmd" else name
-        if col["why"] is None and not shutil.which(tool):
-            col["why"] = "%s is not installed (apt-get install %s)" % (tool, tool)
-    raw = {n: {} for n in cols}
-    secs = max(a.duration, 0.2)
-    for rnd in range(a.rounds):
+class Refs:
+    """Reference columns; `round()` runs one round of them, so the caller interleaves them
+    with the transports' rounds. Tools that are missing are listed with the reason."""
+
+    KNOWN = ("iperf3", "sockperf", "dpdk-testpmd")
+
+    def __init__(self, a, selected):
+        self.a, self.selected = a, selected
+        wanted = [x for x in a.refs.split(",") if x]
+        cols = {}
+        if "iperf3" in wanted:
+            cols["iperf3"] = _col("iperf3", "iperf3 (tcp)")
+        if "sockperf" in wanted:
+            cols["sockperf"] = _col("sockperf", "sockperf (sleep)")
+            cols["sockperf-busy"] = _col("sockperf-busy", "sockperf (busy)")
+        if "dpdk-testpmd" in wanted:
+            cols["dpdk-testpmd"] = _col(
+                "dpdk-testpmd", "dpdk-testpmd",
+                "not wired into gw-compare yet (it forwards packets, not messages): "
+                "usertools/gw-dpdk-bench.sh runs it beside gw-perf over memif")
+        for name in wanted:
+            if name not in self.KNOWN:
+                cols[name] = _col(name, name, "unknown reference tool (known: %s)"
+                                  % ", ".join(self.KNOWN))
+        for name, col in cols.items():
+            tool = name.split("-")[0] if name != "dpdk-testpmd" else name
+            if col["why"] is None and not shutil.which(tool):
+                col["why"] = "%s is not installed (apt-get install %s)" % (tool, tool)
+        self.cols = cols
+        self.raw = {n: {} for n in cols}
+
+    def _ok(self, name):
+        return name in self.cols and self.cols[name]["why"] is None
+
+    def round(self, ctx, rnd, log):
+        a, secs = self.a, max(self.a.duration, 0.2)
         for w in W.WORKLOADS:
-            if w.id not in selected:
+            if w.id not in self.selected:
                 continue
             jobs = []
-            if w.kind in ("bw", "rate") and cols.get("iperf3", {}).get("why", 1) is None:
+            if w.kind in ("bw", "rate") and self._ok("iperf3"):
                 jobs.append(("iperf3", lambda: _iperf3(ctx, w, secs, a.timeout)))
             if w.kind == "lat":
                 for n, busy in (("sockperf", False), ("sockperf-busy", True)):
-                    if cols.get(n, {}).get("why", 1) is None:
+                    if self._ok(n):
                         jobs.append((n, lambda busy=busy: _sockperf(ctx, w, secs, busy,
                                                                     a.timeout)))
             for name, job in jobs:
                 s, cmds, err = job()
+                col = self.cols[name]
                 log("round %d  %-10s %-28s%s" % (rnd + 1, name, w.id, "  FAILED" if err else ""))
-                cols[name]["commands"].extend(c for c in cmds if c not in cols[name]["commands"])
+                col["commands"].extend(c for c in cmds if c not in col["commands"])
                 if err:
-                    cols[name]["errors"].append(err)
+                    col["errors"].append(err)
                 else:
                     s["round"] = rnd + 1
-                    raw[name].setdefault(w.id, []).append(s)
-    from gw_compare import summarize
-    for name, col in cols.items():
-        col["results"] = {w: summarize(s) for w, s in raw[name].items()}
-        if col["results"]:
-            col["status"] = "ran"
-        elif col["why"] is None:
-            col["why"] = "every run failed: " + "; ".join(col["errors"][:1])
-    return list(cols.values())
+                    self.raw[name].setdefault(w.id, []).append(s)
+
+    def finish(self, summarize):
+        for name, col in self.cols.items():
+            col["results"] = {w: summarize(s) for w, s in self.raw[name].items()}
+            if col["results"]:
+                col["status"] = "ran"
+            elif col["why"] is None:
+                col["why"] = "every run failed: " + "; ".join(col["errors"][:1])
+        return list(self.cols.values())
 
 
 def run_rdma_vm(a, ctx, t, log):
