@@ -23,6 +23,9 @@ CATEGORIES = [
     ("data copy", r"copy_user|copy_to_user|copy_from_user|_copy_to_iter|_copy_from_iter|"
                   r"memcpy|memmove|rep_movs|copy_page|skb_copy_datagram|simple_copy_to_iter|"
                   r"csum_partial_copy|rte_memcpy", None),
+    # Not in the study's list, but where busy polling spent most of its time here: a poll loop
+    # that reads the clock on every pass (the vDSO's, or a system call on some VMs).
+    ("clock reads", r"clock_gettime|steady_clock|system_clock|^__vdso|rdtsc", r"\[vdso\]"),
     ("DPDK PMD", r"^rte_|memif|eth_af_packet|af_packet|_pmd_|^eth_", r"librte_"),
     ("gradwire", r"^gw::|gw_", r"gw-perf|gw-coll-perf|libgradwire"),
     ("TCP/IP", r"^tcp_|^__tcp|^tcp4|^ip_|^__ip_|^ipv4_|^inet_|^__inet|^udp|^raw_|"
@@ -62,8 +65,9 @@ def categorize(frames):
     return "other"
 
 
-def parse_script(text, t0, t1):
-    """perf script -F time,ip,sym,dso output -> {category: samples} within [t0, t1]."""
+def parse_script(text, t0, t1, other=None):
+    """perf script -F time,ip,sym,dso output -> {category: samples} within [t0, t1];
+    the leaf symbols filed under "other" are counted in `other` (a dict) when given."""
     counts = {}
     for block in text.split("\n\n"):
         lines = [ln for ln in block.splitlines() if ln.strip()]
@@ -82,6 +86,9 @@ def parse_script(text, t0, t1):
                 frames.append((re.sub(r"\+0x[0-9a-f]+$", "", m.group(1)), m.group(2)))
         cat = categorize(frames) if frames else "other"
         counts[cat] = counts.get(cat, 0) + 1
+        if cat == "other" and other is not None:
+            leaf = "%s (%s)" % frames[0] if frames else "?"
+            other[leaf] = other.get(leaf, 0) + 1
     return counts
 
 
@@ -97,31 +104,33 @@ def profile_one(ctx, t, n, duration, timeout):
         p.close()
     rows = [i for i, (ln, _) in enumerate(marks) if W.is_row(ln)]
     if not ok or not rows or rows[0] == 0:
-        return None
+        return None, []
     t0, t1 = marks[rows[0] - 1][1]["t"], marks[rows[0]][1]["t"]
-    counts = {}
+    counts, other = {}, {}
     for d in data:
         r = subprocess.run(["perf", "script", "-i", d, "-F", "time,ip,sym,dso"],
                            capture_output=True, text=True)
-        for k, v in parse_script(r.stdout, t0, t1).items():
+        for k, v in parse_script(r.stdout, t0, t1, other).items():
             counts[k] = counts.get(k, 0) + v
     subprocess.run(["rm", "-rf", tmp])
     total = sum(counts.values())
-    return {k: v / total for k, v in counts.items()} if total else None
+    top = sorted(other.items(), key=lambda kv: -kv[1])[:8]
+    return ({k: v / total for k, v in counts.items()}, top) if total else (None, [])
 
 
 def profile_all(a, ctx, transports, run_pair, log):
     """{"categories": [...], "by_column": {name: {category: share}}, "table": text}."""
-    by = {}
+    by, others = {}, {}
     for i, t in enumerate(transports):
         t0 = time.monotonic()
-        share = profile_one(ctx, t, 900000 + i, a.duration, a.timeout)
+        share, top = profile_one(ctx, t, 900000 + i, a.duration, a.timeout)
         log("profile   %-10s bw 64 KiB %5.1f s%s" % (t.name, time.monotonic() - t0,
                                                     "" if share else "  FAILED"))
         if share:
             by[t.name] = share
+            others[t.name] = top
     table = "\n".join("%-20s symbol /%s/%s" % (n, s, " or dso /%s/" % d if d else "")
                       for n, s, d in CATEGORIES) + "\nother                anything else"
-    return {"categories": NAMES, "by_column": by, "table": table,
+    return {"categories": NAMES, "by_column": by, "table": table, "top_other": others,
             "workload": "bw_64k",
             "command": "perf record -e cpu-clock -F 1999 -g -k CLOCK_MONOTONIC (both ranks)"}
