@@ -66,8 +66,8 @@ def parse_args(argv):
     p.add_argument("--refs", default="iperf3,sockperf,dpdk-testpmd",
                    help="reference tools to run when installed ('' for none)")
     p.add_argument("-r", "--rounds", type=int, default=3, help="interleaved rounds (3)")
-    p.add_argument("-D", "--duration", type=float, default=0.4,
-                   help="seconds per workload per round (0.4)")
+    p.add_argument("-D", "--duration", type=float, default=0.3,
+                   help="seconds per workload per round (0.3)")
     p.add_argument("--quick", action="store_true", help="1 round, short phases: for CI")
     p.add_argument("--json", metavar="FILE", help="results as JSON ('-' for stdout)")
     p.add_argument("--csv", metavar="FILE", help="one row per transport x workload")
@@ -115,12 +115,13 @@ def run_pair(ctx, t, run, n, timeout, profile=None):
 def measure(a, ctx, transports, selected, log, refs):
     """Interleaved rounds (the reference tools' too); returns {transport: {workload: [...]}}."""
     results = {t.name: {} for t in transports}
+    est = {}
     n = 0
     for rnd in range(a.rounds):
         k = rnd % max(len(transports), 1)
         order = transports[k:] + transports[:k]
         for t in order:
-            for run in W.plan(a.duration, a.quick, selected):
+            for run in W.plan(a.duration, selected, est.setdefault(t.name, {})):
                 n += 1
                 t0 = time.monotonic()
                 samples, cmds, stats, err = run_pair(ctx, t, run, n, a.timeout)
@@ -135,6 +136,8 @@ def measure(a, ctx, transports, selected, log, refs):
                 for s in samples:
                     s["round"] = rnd + 1
                     results[t.name].setdefault(s["workload"], []).append(s)
+                    if run.tool == "coll":  # the next round's iterations fit its pace
+                        est[t.name][s["workload"]] = s["value"]
         refs.round(ctx, rnd, log)
     return results
 

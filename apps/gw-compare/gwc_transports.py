@@ -26,8 +26,13 @@ class Transport:
         self.why = None  # reason it cannot run, once known
 
     def env(self):
-        return {"GW_TRANSPORT_SPIN_US": "-1" if self.busy else "0",
-                "GW_LOG_LEVEL": os.environ.get("GW_LOG_LEVEL", "error")}
+        e = {"GW_TRANSPORT_SPIN_US": "-1" if self.busy else "0",
+             "GW_LOG_LEVEL": os.environ.get("GW_LOG_LEVEL", "error")}
+        if self.driver == "dpdk":
+            # On a loaded 2-CPU machine a busy rank can be off the CPU for over 1.5 s (the
+            # default); that is a slow peer, not a dead one.
+            e["GW_DPDK_PEER_TIMEOUT_MS"] = "10000"
+        return e
 
     def fresh(self, n):
         """Specs for run number n: each memif run gets its own socket file."""

@@ -31,6 +31,7 @@ WORKLOADS = [
 ]
 BY_ID = {w.id: w for w in WORKLOADS}
 LAT_WARMUP_MAX, WARMUP_BYTES, COLL_WARMUP = 100, 64 * MIB, 5
+COLL_GUESS_US = {4 * KIB: 50, MIB: 1000, 64 * MIB: 60000}  # first round's pace, a guess
 
 
 def size_text(n):
@@ -45,8 +46,9 @@ class Run:
         self.tool, self.args, self.rows = tool, args, rows
 
 
-def plan(duration_s, quick, selected):
-    """The runs of one round for one transport, covering the `selected` workload ids."""
+def plan(duration_s, selected, est=None):
+    """The runs of one round for one transport, covering the `selected` workload ids;
+    `est`: {workload id: us per allreduce} measured on this transport so far."""
     runs = []
     d = "%g" % duration_s
     lat = [w for w in WORKLOADS if w.kind == "lat" and w.id in selected]
@@ -62,14 +64,13 @@ def plan(duration_s, quick, selected):
         runs.append(Run("perf", ["--test", "bw", "-D", d, "-s",
                                  ",".join(size_text(w.size) for w in bw[:1] + bw)],
                         [None] + [w.id for w in bw]))
-    # Allreduce: one run per size (gw-coll-perf takes one -n), iterations for ~duration_s
-    # at this machine's usual pace, fewer with --quick. A smaller size first (-b B -f S/B)
-    # takes the connection's first messages; its row is not kept.
-    iters = {4 * KIB: 20000, MIB: 1000, 64 * MIB: 8}
+    # Allreduce: one run per size (gw-coll-perf takes one -n), as many iterations as fit in
+    # duration_s at the pace `est` (us per op: the last round's, else a guess). A smaller size
+    # first (-b B -f S/B) takes the connection's first messages; its row is not kept.
     for w in WORKLOADS:
         if w.kind == "coll" and w.id in selected:
-            n = iters[w.size] * duration_s / 0.5
-            n = max(2, int(n / (10 if quick else 1)))
+            us = (est or {}).get(w.id) or COLL_GUESS_US[w.size]
+            n = max(2, min(100000, int(duration_s * 1e6 / us)))
             first = KIB if w.size <= 4 * KIB else 4 * KIB
             runs.append(Run("coll", ["-b", size_text(first), "-e", size_text(w.size), "-f",
                                      str(w.size // first), "-n", str(n), "-w",
