@@ -48,7 +48,7 @@ def _sockperf(ctx, w, secs, busy, timeout):
     ranks = [(["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", port] + flag, {}, None),
              (["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", port, "-m", str(size),
                "-t", str(max(1, round(secs)))] + flag, {}, None)]
-    procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, stagger_s=0.3, daemons=(0,))
+    procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, stagger_s=0.5, daemons=(0,))
     cmds = [" ".join(p.command) for p in procs]
     for p in procs:
         p.close()
@@ -114,6 +114,8 @@ class Refs:
                                                                     a.timeout)))
             for name, job in jobs:
                 s, cmds, err = job()
+                if err:  # a server that was not listening yet on a loaded machine: once more
+                    s, cmds, err = job()
                 col = self.cols[name]
                 log("round %d  %-10s %-28s%s" % (rnd + 1, name, w.id, "  FAILED" if err else ""))
                 col["commands"].extend(c for c in cmds if c not in col["commands"])

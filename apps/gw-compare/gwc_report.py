@@ -45,6 +45,8 @@ def _cpu_per_byte(doc, cols):
             continue
         ns_b = r["cost"]["cpu_s_per_GiB"] / 2**30 * 1e9
         share = (prof.get("by_column") or {}).get(c["name"])
+        if cats and prof.get("by_column") and not share:
+            continue  # not profiled (a reference tool): its user/system split would mislead
         if cats and share:
             values[(c["label"], None)] = [ns_b * share.get(k, 0) for k in cats]
         elif "user_us_per_msg" in r["cost"]:

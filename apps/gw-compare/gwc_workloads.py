@@ -30,8 +30,13 @@ WORKLOADS = [
     Workload("ar_64m", "allreduce 64 MiB", "coll", 64 * MIB, "us", "low"),
 ]
 BY_ID = {w.id: w for w in WORKLOADS}
-LAT_WARMUP_MAX, WARMUP_BYTES, COLL_WARMUP = 100, 64 * MIB, 5
-COLL_GUESS_US = {4 * KIB: 50, MIB: 1000, 64 * MIB: 60000}  # first round's pace, a guess
+LAT_WARMUP_MAX, WARMUP_BYTES = 100, 64 * MIB
+
+
+def coll_warmup(size):
+    """gw-coll-perf -w: 5 as its default, 2 for sizes that take a large share of a second."""
+    return 5 if size < 16 * MIB else 2
+COLL_GUESS_US = {4 * KIB: 300, MIB: 3000, 64 * MIB: 150000}  # round 1: slow on purpose
 
 
 def size_text(n):
@@ -74,7 +79,7 @@ def plan(duration_s, selected, est=None):
             first = KIB if w.size <= 4 * KIB else 4 * KIB
             runs.append(Run("coll", ["-b", size_text(first), "-e", size_text(w.size), "-f",
                                      str(w.size // first), "-n", str(n), "-w",
-                                     str(COLL_WARMUP), "-c", "0"], [None, w.id]))
+                                     str(coll_warmup(w.size)), "-c", "0"], [None, w.id]))
     return runs
 
 
@@ -110,7 +115,7 @@ def sample(run, workload, line, cost, header_lines):
     else:  # gw-coll-perf row: size count type redop time algbw busbw #wrong algo
         iters = int(run.args[run.args.index("-n") + 1])
         s.update(value=float(t[4]), busbw=float(t[6]), algo=t[8], iters=iters,
-                 msgs=iters + COLL_WARMUP)
+                 msgs=iters + coll_warmup(w.size))
     s["bytes"] = s["msgs"] * w.size
     s["cost"] = cost
     return s

@@ -2,8 +2,7 @@
 // N getppid() calls, N short sleeps (one voluntary context switch each) and burns burn_ms of
 // CPU, then prints "end K": K is the number of CPU-clock reads the burn made (each one a
 // system call). usage: count_helper N burn_ms pre_ms gap_ms
-#define _GNU_SOURCE
-#include <stdio.h>
+#include <stdio.h>  // C in a .cc file: the project builds C++ only
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +26,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
   if (gap_ms > 0) sleep_ms(gap_ms);  // one nanosleep: lets the other rank run inside the window
   volatile long sink = 0;
-  for (long i = 0; i < n; ++i) sink += getppid();
+  for (long i = 0; i < n; ++i) sink = sink + getppid();
   struct timespec us10 = {0, 10000};
   for (long i = 0; i < n; ++i) nanosleep(&us10, NULL);
   // CPU time, not wall time: on a loaded machine wall time passes off the CPU.
