@@ -77,9 +77,13 @@ def parse_args(argv):
                    help="one more pass under perf record: CPU time by category")
     p.add_argument("--rdma-vm", action="store_true",
                    help="also run rdma on soft-RoCE in a VM (usertools/gw-rxe-vm.sh)")
+    p.add_argument("--no-counters", action="store_true",
+                   help="speed only: no perf_event counters (to measure what they cost)")
     p.add_argument("--in-vm", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120, help="seconds per process pair")
     a = p.parse_args(argv)
+    if a.no_counters:
+        os.environ["GW_COMPARE_COUNTERS"] = "0"
     if a.quick:
         a.rounds, a.duration = 1, min(a.duration, 0.1)
     return a
