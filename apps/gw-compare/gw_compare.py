@@ -94,8 +94,8 @@ def run_pair(ctx, t, run, n, timeout, profile=None):
     ranks = (t.perf_ranks if run.tool == "perf" else t.coll_ranks)(ctx, n, run.args)
     watch = 1 if run.tool == "perf" else 0  # gw-perf's client, gw-coll-perf's rank 0
     procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, watch=watch, profile=profile)
-    cmds = [" ".join(("%s=%s " % kv for kv in sorted(p.env.items()) if kv[0] != "GW_LOG_LEVEL"))
-            + " ".join(p.command) for p in procs]
+    cmds = [" ".join(["%s=%s" % kv for kv in sorted(p.env.items()) if kv[0] != "GW_LOG_LEVEL"]
+                     + p.command) for p in procs]
     stats = {}
     for p in procs:
         for k, v in gwc_proc.parse_stats(p.stderr()).items():
