@@ -88,13 +88,15 @@ def _on_alarm(signum, frame):
 
 
 def run_ranks(specs, timeout_s, watch=1, stagger_s=0.05, profile=None, daemons=(),
-              mark_time=False):
+              mark_time=False, until=None):
     """Start each (argv, env, netns) in order, servers first, and follow rank `watch`.
 
     Returns (procs, marks, ok): marks = [(line, {counter: sum over ranks})] for each line
     rank `watch` printed. A rank that fails gets its peers killed. Ranks in `daemons`
     (servers that never exit) are killed when the watched rank ends; their status is ignored.
     `mark_time`: each mark also holds "t", time.monotonic() when the line arrived.
+    `until(marks)`: true once enough was seen; every rank is then stopped (tools that run
+    until killed, as dpdk-testpmd) and counts as having succeeded.
     """
     procs, marks = [], []
     old = signal.signal(signal.SIGALRM, _on_alarm)
@@ -114,6 +116,9 @@ def run_ranks(specs, timeout_s, watch=1, stagger_s=0.05, profile=None, daemons=(
                     snap["t"] = time.monotonic()
                 marks.append((line, snap))
                 w.lines.append(line)
+                if until and until(marks):
+                    daemons = range(len(procs))
+                    break
         except _Alarm:
             pass
         finally:

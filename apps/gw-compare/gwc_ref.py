@@ -65,6 +65,45 @@ def _sockperf(ctx, w, secs, busy, timeout):
             "cost": cost, "msg_size": size}, cmds, None
 
 
+def _testpmd(ctx, w, secs, timeout):
+    """dpdk-testpmd txonly -> rxonly on a memif pair (64 B packets): the receiver's Rx-pps,
+    both processes' cost between its first and last busy stats lines (1 s apart)."""
+    n = ctx.port()
+    sock = "/tmp/gwc-testpmd-%d-%d.sock" % (os.getpid(), n)
+    eal = ["--lcores", "0@(0-1),1@(0-1)", "--no-huge", "-m", "512", "--no-pci"]
+    app = ["--nb-cores=1", "--total-num-mbufs=16384", "--stats-period", "1", "-a"]
+    ranks = [(["dpdk-testpmd"] + eal + ["--file-prefix", "gwctp%da" % n, "--vdev",
+              "net_memif0,role=%s,socket=%s,socket-abstract=no" % (role, sock), "--",
+              "--forward-mode=" + mode] + app, {}, None)
+             for role, mode in (("server", "rxonly"), ("client", "txonly"))]
+    for r in ranks[1:]:
+        r[0][r[0].index("--file-prefix") + 1] = "gwctp%db" % n
+    busy = lambda marks: [m for m in marks if "Rx-pps:" in m[0] and int(m[0].split()[1]) > 0]
+    want = max(3, round(secs) + 2)
+    procs, marks, ok = gwc_proc.run_ranks(ranks, timeout, watch=0, stagger_s=1.0,
+                                          until=lambda m: len(busy(m)) >= want)
+    cmds = [" ".join(p.command) for p in procs]
+    for p in procs:
+        p.close()
+    if os.path.exists(sock):
+        os.unlink(sock)
+    b = busy(marks)
+    if len(b) < want:
+        return None, cmds, "dpdk-testpmd: no traffic seen (%d busy stats lines)" % len(b)
+    pkts, seen = {}, 0  # Rx-pps mark -> RX-packets of the same stats block (a few lines up)
+    for i, (line, _) in enumerate(marks):
+        if "RX-packets:" in line:
+            seen = int(line.split()[1])
+        elif "Rx-pps:" in line:
+            pkts[i] = seen
+    index = {id(m): i for i, m in enumerate(marks)}
+    first, last = b[1], b[-1]  # b[0]: the second that traffic started in
+    msgs = pkts.get(index[id(last)], 0) - pkts.get(index[id(first)], 0)
+    pps = sorted(int(m[0].split()[1]) for m in b[1:])
+    return {"workload": w.id, "value": pps[len(pps) // 2] * 1e-6, "msgs": max(msgs, 1),
+            "bytes": max(msgs, 1) * 64, "cost": gwc_proc.delta(first[1], last[1])}, cmds, None
+
+
 class Refs:
     """Reference columns; `round()` runs one round of them, so the caller interleaves them
     with the transports' rounds. Tools that are missing are listed with the reason."""
@@ -81,10 +120,7 @@ class Refs:
             cols["sockperf"] = _col("sockperf", "sockperf (sleep)")
             cols["sockperf-busy"] = _col("sockperf-busy", "sockperf (busy)")
         if "dpdk-testpmd" in wanted:
-            cols["dpdk-testpmd"] = _col(
-                "dpdk-testpmd", "dpdk-testpmd",
-                "not wired into gw-compare yet (it forwards packets, not messages): "
-                "usertools/gw-dpdk-bench.sh runs it beside gw-perf over memif")
+            cols["dpdk-testpmd"] = _col("dpdk-testpmd", "dpdk-testpmd (memif)")
         for name in wanted:
             if name not in self.KNOWN:
                 cols[name] = _col(name, name, "unknown reference tool (known: %s)"
@@ -107,6 +143,8 @@ class Refs:
             jobs = []
             if w.kind in ("bw", "rate") and self._ok("iperf3"):
                 jobs.append(("iperf3", lambda: _iperf3(ctx, w, secs, a.timeout)))
+            if w.kind == "rate" and self._ok("dpdk-testpmd"):  # packets, 64 B: the rate row
+                jobs.append(("dpdk-testpmd", lambda: _testpmd(ctx, w, secs, 60)))
             if w.kind == "lat":
                 for n, busy in (("sockperf", False), ("sockperf-busy", True)):
                     if self._ok(n):
@@ -130,6 +168,8 @@ class Refs:
             col["results"] = {w: summarize(s) for w, s in self.raw[name].items()}
             if col["results"]:
                 col["status"] = "ran"
+            elif col["why"] is None and not col["errors"]:
+                col["why"] = "measures none of the selected workloads"
             elif col["why"] is None:
                 col["why"] = "every run failed: " + "; ".join(col["errors"][:1])
         return list(self.cols.values())
