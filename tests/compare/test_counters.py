@@ -9,10 +9,11 @@ N = 2000
 
 
 def main(helper):
-    # rank 0 opens the window at ~100 ms and closes it after a 700 ms gap + its work; rank 1
-    # starts its own work at 200 ms, inside the window, and burns three times as much CPU.
-    ranks = [([helper, str(N), "100", "100", "700"], {}, None),
-             ([helper, str(N), "300", "200", "0"], {}, None)]
+    # rank 0 opens the window at ~100 ms and closes it after a 2.5 s gap + its work; rank 1
+    # starts its own work at 800 ms, inside the window, and burns three times as much CPU.
+    # The margins are wide: on a loaded machine gw-compare may read "begin" late.
+    ranks = [([helper, str(N), "100", "100", "2500"], {}, None),
+             ([helper, str(N), "300", "800", "0"], {}, None)]
     procs, marks, ok = gwc_proc.run_ranks(ranks, 60, watch=0, stagger_s=0)
     rank1 = procs[1].stdout()
     for p in procs:
@@ -29,8 +30,10 @@ def main(helper):
         print("SKIP syscalls: perf_event_open of the tracepoint is not allowed here")
     elif not want <= c["syscalls"] <= want + 40:  # + the sleep, writes, exit
         fails.append("syscalls %s not in [%d, %d]" % (c["syscalls"], want, want + 40))
-    if not 2 * N <= c["vcsw"] <= 2 * N + 60:  # one voluntary switch per sleep
-        fails.append("voluntary switches %s not in [%d, %d]" % (c["vcsw"], 2 * N, 2 * N + 60))
+    # one voluntary switch per sleep, bar a few whose timer fired before the task slept
+    lo = int(2 * N * 0.98)
+    if not lo <= c["vcsw"] <= 2 * N + 60:
+        fails.append("voluntary switches %s not in [%d, %d]" % (c["vcsw"], lo, 2 * N + 60))
     if c["ctxsw"] < c["vcsw"]:
         fails.append("context switches %s < voluntary %s" % (c["ctxsw"], c["vcsw"]))
     # 100 + 300 ms burnt by the two ranks: only both together reach 0.4 s.
