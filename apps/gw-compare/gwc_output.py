@@ -90,6 +90,8 @@ def table(doc):
     out.write("median of %s round(s), ±: half the min..max spread; costs: medians, both ranks "
               "together; msg = one message delivered (ping-pong iteration = 2), allreduce = "
               "one operation\n" % m["rounds"])
+    if m.get("syscalls_not_counted"):
+        out.write("syscalls not counted: %s\n" % m["syscalls_not_counted"])
     for c in doc["columns"]:
         if c["status"] != "ran":
             out.write("not run: %-22s %s\n" % (c["label"], c.get("why") or "?"))

@@ -197,6 +197,9 @@ def run_rdma_vm(a, ctx, t, log):
             if col and col["results"]:
                 t.why = None
                 t.commands.extend(col["commands"])
+                if doc["meta"].get("syscalls_not_counted"):
+                    t.errors.append("in the VM, syscalls not counted: "
+                                    + doc["meta"]["syscalls_not_counted"])
                 return {"rdma": {w: r["samples"] for w, r in col["results"].items()}}
             t.why = "in the VM: " + ((col or {}).get("why") or "no result")
             return {}
