@@ -101,7 +101,8 @@ Options parse_options(int argc, char** argv, int* exit_code) {
       ->check(CLI::IsMember({"bw", "lat"}))
       ->capture_default_str();
   app.add_flag("-b,--bidirectional", o.bidir, "bw: both ranks send at once");
-  app.add_option("-s,--size", size_text, "message size, suffixes K/M/G (default 65536)");
+  app.add_option("-s,--size", size_text,
+                 "message size, suffixes K/M/G, or a list: 64,4K,1M (default 65536)");
   app.add_flag("-a,--all", all, "all sizes 2 B .. 8 MiB, powers of two");
   app.add_option("-n,--iters", o.iters, "iterations per size (default bw 5000, lat 1000)");
   app.add_option("-D,--duration", o.duration_s, "seconds per size (instead of -n)")
@@ -162,13 +163,19 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   if (all) {
     for (uint64_t s = 2; s <= (uint64_t{8} << 20); s *= 2) o.sizes.push_back(s);
   } else if (!size_text.empty()) {
-    auto s = parse_size(size_text);
-    if (!s.ok()) {
-      std::fprintf(stderr, "gw-perf: %s\n", std::string(s.status().message()).c_str());
-      *exit_code = 2;
-      return o;
+    // A list runs its sizes in order in one session (gw-compare measures each between rows).
+    std::string_view rest = size_text;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      auto s = parse_size(rest.substr(0, comma));
+      if (!s.ok()) {
+        std::fprintf(stderr, "gw-perf: %s\n", std::string(s.status().message()).c_str());
+        *exit_code = 2;
+        return o;
+      }
+      o.sizes.push_back(*s);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
-    o.sizes.push_back(*s);
   } else {
     o.sizes.push_back(65536);
   }

@@ -1,0 +1,107 @@
+"""Per-process counters read while the process runs, so that one process can measure several
+workloads (its setup is left out by reading the counters between phases).
+
+perf_event_open(2), the interface `perf stat` uses, opened by gw-compare itself on the rank's
+pid with inherit=1 (its threads and children count too) before the rank starts running:
+  raw_syscalls:sys_enter   tracepoint: every system call entry
+  context-switches         software event: voluntary and involuntary
+  task-clock               software event: ns on a CPU
+User/system split and voluntary/involuntary split from /proc (ticks of 10 ms; summed over
+the process's threads). Needs root or kernel.perf_event_paranoid <= 1 for the tracepoint;
+without it syscalls are None and the reason is kept in `why`.
+"""
+import ctypes
+import os
+import struct
+
+_NR_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
+_TYPE_SOFTWARE, _TYPE_TRACEPOINT = 1, 2
+_SW_TASK_CLOCK, _SW_CONTEXT_SWITCHES = 1, 3
+_FLAG_INHERIT = 1 << 1
+_ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5, the rest zero
+_libc = ctypes.CDLL(None, use_errno=True)
+_TICK = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _tracepoint_id(name):
+    for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        try:
+            with open("%s/events/%s/id" % (root, name)) as f:
+                return int(f.read())
+        except OSError:
+            continue
+    return None
+
+
+def _open(pid, type_, config):
+    """A counting perf event on `pid` (all CPUs). @return fd, or -errno."""
+    if _NR_PERF_EVENT_OPEN is None:
+        return -38  # ENOSYS: unknown architecture
+    attr = struct.pack("IIQQQQQ", type_, _ATTR_SIZE, config, 0, 0, 0, _FLAG_INHERIT)
+    attr += b"\0" * (_ATTR_SIZE - len(attr))
+    buf = ctypes.create_string_buffer(attr, _ATTR_SIZE)
+    fd = _libc.syscall(_NR_PERF_EVENT_OPEN, buf, pid, -1, -1, 0)
+    return fd if fd >= 0 else -ctypes.get_errno()
+
+
+class Counters:
+    """The counters of one process tree; `read()` gives a snapshot dict."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.fds = {}
+        self.why = None
+        tp = _tracepoint_id("raw_syscalls/sys_enter")
+        wanted = [("task_clock_ns", _TYPE_SOFTWARE, _SW_TASK_CLOCK),
+                  ("ctxsw", _TYPE_SOFTWARE, _SW_CONTEXT_SWITCHES)]
+        if tp is None:
+            self.why = "no tracefs (mount -t tracefs nodev /sys/kernel/tracing)"
+        else:
+            wanted.append(("syscalls", _TYPE_TRACEPOINT, tp))
+        for name, t, c in wanted:
+            fd = _open(pid, t, c)
+            if fd >= 0:
+                self.fds[name] = fd
+            elif name == "syscalls":
+                self.why = "perf_event_open(raw_syscalls:sys_enter) failed: %s (root, or " \
+                    "kernel.perf_event_paranoid <= 1)" % os.strerror(-fd)
+
+    def read(self):
+        snap = {}
+        for name, fd in self.fds.items():
+            try:
+                snap[name] = struct.unpack("Q", os.read(fd, 8))[0]
+            except OSError:
+                snap[name] = None
+        snap.update(proc_times(self.pid))
+        return snap
+
+    def close(self):
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
+
+
+def proc_times(pid):
+    """utime/stime (s, whole process) and switch counts (summed over live threads)."""
+    out = {}
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out["user_s"] = int(fields[11]) * _TICK
+        out["sys_s"] = int(fields[12]) * _TICK
+    except (OSError, IndexError, ValueError):
+        return out
+    v = iv = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        v += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        iv += int(line.split()[1])
+    except OSError:
+        pass
+    out["vcsw"], out["ivcsw"] = v, iv
+    return out

@@ -1,0 +1,39 @@
+"""A transport that cannot run is listed with its reason, never dropped: rdma without
+--rdma-vm, a reference tool that is not installed, next to tcp that runs."""
+import sys
+
+from compare_test_util import run_compare
+
+
+def main():
+    rc, doc, text = run_compare("--quick", "-t", "tcp,rdma", "-w", "lat_64,bw_64k",
+                                "--refs", "no-such-tool,dpdk-testpmd")
+    print(text)
+    fails = []
+    cols = {c["name"]: c for c in (doc or {}).get("columns", [])}
+    if rc != 0 or "tcp" not in cols:
+        fails.append("gw-compare exit %s, columns %s" % (rc, list(cols)))
+    else:
+        tcp = cols["tcp"]
+        if tcp["status"] != "ran" or set(tcp["results"]) != {"lat_64", "bw_64k"}:
+            fails.append("tcp did not give both rows: %s" % list(tcp["results"]))
+        for w, r in tcp["results"].items():
+            for k in ("cpu_us_per_msg", "ctxsw_per_msg"):
+                if r["cost"].get(k) is None:
+                    fails.append("tcp %s has no %s" % (w, k))
+        for name in ("rdma", "dpdk-testpmd"):
+            c = cols.get(name)
+            if not c or c["status"] == "ran" or not c.get("why"):
+                fails.append("%s is not listed with a reason: %s" % (name, c))
+            elif ("not run: %s" % c["label"]) not in text or c["why"][:40] not in text:
+                fails.append("the table does not list %s and why" % name)
+    rc, doc, text = run_compare("--quick", "-t", "tcp", "--build-dir", "/nonexistent")
+    if rc == 0 or "not built" not in text:
+        fails.append("a missing build gave exit %s and no reason:\n%s" % (rc, text))
+    for f in fails:
+        print("FAIL:", f)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
