@@ -97,6 +97,7 @@ struct Task {
   RegBuf scratch, workbuf, fusion;
   std::vector<TensorRef> bucket;  ///< fused allreduce: unpacked from `fusion` at the end
   int* source = nullptr;          ///< point-to-point receive: where the sender's rank goes
+  size_t* received = nullptr;     ///< point-to-point receive: where the message length goes
 
   // Progress counters.
   uint32_t units = 0, sends_total = 0, recvs_total = 0;

@@ -7,7 +7,8 @@ namespace gw {
 namespace {
 
 Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf, size_t bytes,
-                             int peer, uint32_t tag, int* source, const CallOptions& call) {
+                             int peer, uint32_t tag, int* source, size_t* received,
+                             const CallOptions& call) {
   const bool is_send = kind == coll::Kind::kSend;
   const char* what = is_send ? "send" : "recv";
   if (peer == im.rank || peer >= im.n || peer < (is_send ? 0 : -1)) {
@@ -24,6 +25,7 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
   o->root = peer;
   o->desc.root = peer;
   o->source = source;
+  o->received = received;
   (is_send ? o->sends_total : o->recvs_total) = 1;
   auto took = im.post_p2p(*o, peer, is_send, buf, bytes, tag);
   if (!took.ok() || !*took) {
@@ -39,12 +41,13 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
 Result<CollHandle> Communicator::send_async(const void* buf, size_t bytes, int peer, uint32_t tag,
                                             const CallOptions& call) {
   return start_p2p(*impl_, coll::Kind::kSend, const_cast<void*>(buf), bytes, peer, tag, nullptr,
-                   call);
+                   nullptr, call);
 }
 
 Result<CollHandle> Communicator::recv_async(void* buf, size_t bytes, int peer, uint32_t tag,
-                                            int* source, const CallOptions& call) {
-  return start_p2p(*impl_, coll::Kind::kRecv, buf, bytes, peer, tag, source, call);
+                                            int* source, size_t* received,
+                                            const CallOptions& call) {
+  return start_p2p(*impl_, coll::Kind::kRecv, buf, bytes, peer, tag, source, received, call);
 }
 
 }  // namespace gw

@@ -188,6 +188,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->work = op->out = nullptr;
   op->bucket.clear();
   op->source = nullptr;
+  op->received = nullptr;
   op->units = op->sends_total = op->recvs_total = 0;
   op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
   op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
@@ -392,6 +393,16 @@ void Communicator::Impl::dispatch(const Completion& c) {
   const uint32_t unit = static_cast<uint32_t>(c.wr_id & 0x7FFFFFFF);
   // Error messages only: no allocation on the hot path.
   auto peer = [&c] { return "rank " + std::to_string(c.peer_id); };
+  if (op.engine == coll::Engine::kP2p && !is_send && op.received) *op.received = c.len;
+  if (op.engine == coll::Engine::kP2p && !is_send && c.code == Code::kInvalidArgument) {
+    // The transport dropped the too-long message and the endpoint carries on (gw_transport.h):
+    // only this receive fails, not the communicator.
+    op.status = Status(Code::kInvalidArgument,
+                       where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
+                           "-byte message, longer than the receive buffer");
+    op.done = true;
+    return;
+  }
   if (c.code != Code::kOk) {
     if (!is_send && c.code == Code::kInvalidArgument) {
       std::string theirs;

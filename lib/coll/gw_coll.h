@@ -95,10 +95,13 @@ class Communicator {
   Result<CollHandle> send_async(const void* buf, size_t bytes, int peer, uint32_t tag,
                                 const CallOptions& call = {});
   /// Receive at most `bytes` into buf from rank `peer` (-1: any rank) with `tag`; when it
-  /// finishes, *source (if given) holds the sender's rank. A longer message fails it
-  /// (InvalidArgument).
+  /// finishes, *source (if given) holds the sender's rank and *received (if given) the
+  /// message's length. A longer message fails only this receive (InvalidArgument, *received =
+  /// its length; nothing is written past buf) and the communicator stays usable; a failed
+  /// peer or a deadline breaks it as a collective's would.
   Result<CollHandle> recv_async(void* buf, size_t bytes, int peer, uint32_t tag,
-                                int* source = nullptr, const CallOptions& call = {});
+                                int* source = nullptr, size_t* received = nullptr,
+                                const CallOptions& call = {});
 
   /// Drive progress until the collective finishes or `timeout` passes. After Timeout from
   /// wait() the collective keeps running (its own deadline still applies); wait again.

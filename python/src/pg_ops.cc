@@ -130,7 +130,7 @@ Post p_send(at::Tensor t, int peer, uint32_t tag, CallOptions c) {
 }
 Post p_recv(at::Tensor t, int peer, uint32_t tag, CallOptions c, int* src = nullptr) {
   return [t, peer, tag, c, src](Communicator& m) {
-    return m.recv_async(ptr(t), nbytes(t), peer, tag, src, c);
+    return m.recv_async(ptr(t), nbytes(t), peer, tag, src, nullptr, c);
   };
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -41,6 +42,7 @@ inline void run_ranks(int n, CommOptions opts,
                       const std::function<void(int, std::unique_ptr<Rank>&)>& fn) {
   auto store = make_in_process_store();
   std::vector<std::thread> th;
+  std::atomic<int> finished{0};
   for (int r = 0; r < n; ++r) {
     th.emplace_back([&, r] {
       auto t = Transport::open(transport_spec());
@@ -53,6 +55,12 @@ inline void run_ranks(int n, CommOptions opts,
       ASSERT_TRUE(c.ok()) << c.status().to_string();
       rk->comm = std::move(c).value();
       fn(r, rk);
+      // Keep this rank's connections up until every rank is done (bounded): one that closed
+      // first would turn a peer's own error (a mismatch) into "rank r closed" (RemoteError).
+      // A rank that fn reset (a simulated death) has closed already.
+      finished.fetch_add(1);
+      for (auto t0 = Clock::now(); finished.load() < n && Clock::now() - t0 < Millis(2000);)
+        std::this_thread::sleep_for(Millis(1));
       if (rk) rk->comm.reset();  // before its Group
     });
   }

@@ -49,5 +49,43 @@ TEST(CollP2p, SendRecvTagsAnySourceAndCollectivesInterleaved) {
   });
 }
 
+// A message longer than the receive fails only that receive (its length reported, nothing
+// written past the buffer); the communicator carries on with collectives and messages, and a
+// receive can be in flight while a collective runs.
+TEST(CollP2p, TooLongMessageFailsOnlyThatReceive) {
+  run_ranks(2, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+    Communicator& c = *rk->comm;
+    const Nanos t = Millis(20000);
+    std::vector<uint8_t> big(100, 7);
+    if (r == 1) {
+      ASSERT_TRUE(c.wait(*c.send_async(big.data(), big.size(), 0, 3), t).ok());
+    } else {
+      std::vector<uint8_t> small(11, 0xEE);  // 10 usable bytes and a guard byte
+      size_t len = 0;
+      auto h = c.recv_async(small.data(), 10, 1, 3, nullptr, &len);
+      ASSERT_TRUE(h.ok());
+      Status st = c.wait(*h, t);
+      EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+      EXPECT_NE(st.to_string().find("100-byte"), std::string::npos) << st.to_string();
+      EXPECT_EQ(len, 100u);
+      EXPECT_EQ(small[10], 0xEE) << "written past the buffer";
+      EXPECT_TRUE(c.status().ok()) << c.status().to_string();
+    }
+    // Still usable: a receive posted before a collective, finished after it.
+    int v = 40 + r, got = -1;
+    size_t len = 0;
+    auto hr = c.recv_async(&got, 4, 1 - r, 4, nullptr, &len);
+    ASSERT_TRUE(hr.ok());
+    std::vector<int64_t> x(1000, r + 1);
+    ASSERT_TRUE(c.allreduce(x.data(), x.data(), x.size(), DataType::kInt64, ReduceOp::kSum).ok());
+    for (int64_t e : x) ASSERT_EQ(e, 3);
+    ASSERT_TRUE(c.wait(*c.send_async(&v, 4, 1 - r, 4), t).ok());
+    ASSERT_TRUE(c.wait(*hr, t).ok());
+    EXPECT_EQ(got, 40 + (1 - r));
+    EXPECT_EQ(len, 4u);
+    ASSERT_TRUE(c.barrier().ok());
+  });
+}
+
 }  // namespace
 }  // namespace gw::coll_test
