@@ -34,8 +34,10 @@ def main(helper):
     lo = int(2 * N * 0.98)
     if not lo <= c["vcsw"] <= 2 * N + 60:
         fails.append("voluntary switches %s not in [%d, %d]" % (c["vcsw"], lo, 2 * N + 60))
-    if c["ctxsw"] < c["vcsw"]:
-        fails.append("context switches %s < voluntary %s" % (c["ctxsw"], c["vcsw"]))
+    # perf's counter and getrusage are read at slightly different instants (the
+    # switch into the exit path falls on either side): a few of slack, not more.
+    if c["ctxsw"] + 4 < c["vcsw"]:
+        fails.append("context switches %s < voluntary %s - 4" % (c["ctxsw"], c["vcsw"]))
     # 100 + 300 ms burnt by the two ranks: only both together reach 0.4 s.
     if not 0.38e9 <= c["task_clock_ns"] <= 1.2e9:
         fails.append("task clock %.3f s not in [0.38, 1.2] (both ranks' CPU)" %
