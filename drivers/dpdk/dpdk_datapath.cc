@@ -26,11 +26,6 @@ void no_free(void*, void*) {}  // the caller owns the memory; the send completes
 
 }  // namespace
 
-void DpdkEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  t_->push_completion(Completion{wr_id, tag, len, this, peer_id_, op, code});
-  --outstanding_;
-}
-
 // 64 bits of rx_bits_ from packet `seq` on (the bitmap is circular, a power of two words).
 uint64_t DpdkEndpoint::held_bits(uint32_t seq) const {
   const uint32_t p = seq & mask_, w = p >> 6, sh = p & 63;
@@ -301,7 +296,7 @@ void DpdkEndpoint::complete_sends() {
     SendSlot& s = sends_.front();
     if (!s.segmented || seq_diff(s.last_seq, snd_una_) >= 0) break;
     ++t_->counters_.msgs_sent;
-    complete(s.req.wr_id, s.req.tag, s.req.len, Op::kSend, Code::kOk);
+    core_.complete(s.req.wr_id, s.req.tag, s.req.len, Op::kSend, Code::kOk);
     sends_.pop();
     --seg_idx_;
     ++msg_una_;
@@ -352,7 +347,7 @@ void DpdkEndpoint::timers(uint64_t now) {
     return;
   }
   retransmit_timed_out(now);
-  const bool pending = !sends_.empty() || recvs_.size() > 0 || t_->any_.size() > 0;
+  const bool pending = !sends_.empty() || core_.posted() > 0 || t_->core().any_posted() > 0;
   if (pending && now - last_rx_ > o.peer_timeout_ns) {
     fail(Status(Code::kRemoteError,
                 "dpdk: peer " + peer_name_ + " (" + remote_ + ") sent nothing for " +

@@ -27,10 +27,7 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   rx_.resize(rwin_);
   rx_bits_.assign(rwin_ / 64, 0);  // windows are powers of two >= 64
   msg_map_.assign(rwin_, -1);
-  recvs_.init(static_cast<size_t>(o.max_outstanding));
-  msgs_.resize(rwin_);
-  for (int i = static_cast<int>(msgs_.size()); i-- > 0;) free_msgs_.push_back(i);
-  unexp_.init(msgs_.size());
+  core_.init(&t->core(), this, static_cast<size_t>(o.max_outstanding), rwin_);
   rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
 
   // Ethernet / IPv4 / UDP template; lengths and checksums are filled per frame.
@@ -59,7 +56,6 @@ void DpdkEndpoint::start_active(uint64_t key, Deadline deadline) {
   syn_interval_ = 1'000'000;
   next_syn_ = t_->now() + syn_interval_;
   send_control(PktType::kSyn);
-  if (t_->reserve_completion()) ++outstanding_;  // kept for the endpoint-error event
 }
 
 void DpdkEndpoint::start_passive(uint64_t key, uint32_t remote_conn, uint32_t wnd) {
@@ -69,7 +65,6 @@ void DpdkEndpoint::start_passive(uint64_t key, uint32_t remote_conn, uint32_t wn
   win_ = std::min(win_, std::max<uint32_t>(1, wnd));
   rwin_ = kRecvWindows * win_;
   send_control(PktType::kSynAck);
-  if (t_->reserve_completion()) ++outstanding_;  // kept for the endpoint-error event
 }
 
 void DpdkEndpoint::on_synack(const WireHdr& h) {
@@ -107,8 +102,10 @@ void DpdkEndpoint::send_control(PktType type) {
 }
 
 DpdkEndpoint::~DpdkEndpoint() {
-  // Tell the peer, so it fails its pending requests now rather than after its timeout.
-  if (connected_ && !failed()) {
+  // Tell the peer, so it fails its pending requests now rather than after its timeout. Not
+  // once the link is down: memif's transmit into a peer that just left can touch memory its
+  // control thread is unmapping (seen as a crash in rte_eth_tx_burst, 4 in 25 runs).
+  if (connected_ && !failed() && t_->link_up()) {
     send_control(PktType::kFin);
     send_control(PktType::kFin);
     t_->flush_tx();
@@ -120,45 +117,19 @@ DpdkEndpoint::~DpdkEndpoint() {
       --t_->held_;
     }
   }
-  for (size_t m = 0; m < msgs_.size(); ++m)
-    if (msgs_[m].active) release_msg(static_cast<int>(m));
-  t_->endpoint_gone(this);
-}
-
-Status DpdkEndpoint::check_send(const SendRequest& r) const {
-  if (r.tag == kAnyTag)
-    return Status(Code::kInvalidArgument, "dpdk: send to " + peer_name_ + " with tag kAnyTag");
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "dpdk: send to " + peer_name_ + " from a null buffer");
-  if (r.len > t_->opts().max_message) {
-    return Status(Code::kInvalidArgument,
-                  "dpdk: send of " + std::to_string(r.len) + " bytes to " + peer_name_ +
-                      " exceeds dpdk.max_message_bytes = " +
-                      std::to_string(t_->opts().max_message));
-  }
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument, "dpdk: send buffer is outside its memory region");
-  return Status();
-}
-
-Status DpdkEndpoint::check_recv(const RecvRequest& r) const {
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "dpdk: receive from " + peer_name_ + " into null");
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument, "dpdk: receive buffer is outside its memory region");
-  return Status();
+  t_->endpoint_gone(this);  // core_ drops pending requests and buffered messages
 }
 
 Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
-  if (failed()) return error_;
+  if (failed()) return core_.error();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
-    if (Status st = check_send(reqs[n]); !st.ok()) {
+    if (Status st = core::check_send("dpdk", peer_name_, reqs[n], t_->opts().max_message);
+        !st.ok()) {
       if (n == 0) return st;
       break;
     }
-    if (sends_.full() || !t_->reserve_completion()) break;
-    ++outstanding_;
+    if (sends_.full() || !core_.reserve()) break;
     sends_.push(SendSlot{reqs[n], 0, false});
   }
   pump();
@@ -167,58 +138,25 @@ Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) {
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    // A peer that closed in order left messages behind: they can still be received.
-    if (failed() && find_unexpected(r.tag) < 0) {
-      if (n == 0) return error_;
-      break;
-    }
-    if (Status st = check_recv(r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    int m = find_unexpected(r.tag);
-    if ((m < 0 && recvs_.full()) || !t_->reserve_completion()) break;
-    ++outstanding_;
-    if (m >= 0)
-      bind_unexpected(m, r);
-    else
-      recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
-  }
+  auto n = core_.post_recv(
+      reqs, [this](const RecvRequest& r) { return core::check_recv("dpdk", peer_name_, r); });
   if (stalled_) advance();
   return n;
 }
 
 void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
-  if (failed()) return;
-  error_ = st;
-  ++t_->counters_.endpoint_errors;
-  // A peer that closes with nothing pending here is an orderly shutdown, not worth a warning.
-  const bool idle = sends_.empty() && recvs_.head() < 0 && t_->any_.size() == 0;
-  t_->log_->log(quiet_close && idle ? spdlog::level::debug : spdlog::level::warn, "{}",
-                st.to_string());
+  if (!core_.set_error(st, quiet_close, !sends_.empty())) return;
   const Code code = st.code();
   while (!sends_.empty()) {
-    complete(sends_.front().req.wr_id, sends_.front().req.tag, 0, Op::kSend, code);
+    core_.complete(sends_.front().req.wr_id, sends_.front().req.tag, 0, Op::kSend, code);
     sends_.pop();
   }
   seg_idx_ = 0;
-  while (recvs_.head() >= 0) {
-    int ri = recvs_.head();
-    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
-    recvs_.erase(ri);
-  }
-  for (size_t m = 0; m < msgs_.size(); ++m) {
-    InMsg& im = msgs_[m];
-    if (!im.active) continue;
-    // A peer that closed in order leaves what arrived whole receivable (as tcp and rdma).
-    if (quiet_close && im.dest == Dest::kUnexpected && im.complete && !im.claimed) continue;
-    bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
-    if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
-    release_msg(static_cast<int>(m));
-  }
+  // A peer that closed in order leaves what arrived whole receivable (as tcp and rdma).
+  core_.fail_receives(code, [&](int m) {
+    const core::InMsg& im = core_.msg(m);
+    return quiet_close && im.dest == core::Dest::kUnexpected && im.complete && !im.claimed;
+  });
   for (auto& s : rx_) {
     if (s.m) {
       rte_pktmbuf_free(s.m);
@@ -227,7 +165,7 @@ void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
     s = RxSlot{};
   }
   std::fill(rx_bits_.begin(), rx_bits_.end(), 0);
-  complete(0, 0, 0, Op::kEndpointError, code);
+  core_.report_error();
 }
 
 }  // namespace gw::drv::dpdk

@@ -38,7 +38,7 @@ class DpdkEndpoint final : public Endpoint {
 
   Result<size_t> post_send(std::span<const SendRequest> reqs) override;
   Result<size_t> post_recv(std::span<const RecvRequest> reqs) override;
-  Status status() const override { return error_; }
+  Status status() const override { return core_.error(); }
 
   // --- set-up (dpdk_transport.cc) ---
   void start_active(uint64_t key, Deadline deadline);
@@ -61,14 +61,11 @@ class DpdkEndpoint final : public Endpoint {
     return snd_una_ != snd_nxt_ && now - last_tx_ < 2'000'000;
   }
   void advance();
-  bool failed() const { return !error_.ok(); }
+  bool failed() const { return core_.failed(); }
   /// Fails every pending request with st's code. `quiet_close`: the peer closed in order;
   /// logged at debug level when nothing was pending, and the messages that arrived whole and
   /// wait for their receive stay receivable.
   void fail(const Status& st, bool quiet_close = false);
-  int find_unexpected(uint64_t tag);
-  uint64_t arrival_of(int m) const { return msgs_[m].arrival; }
-  void bind_unexpected(int m, const RecvRequest& r);
   /// Accepts a packet from the peer's address and connection id.
   bool from_peer(uint32_t ip, uint16_t port, uint32_t src_conn) const {
     return ip == peer_.ip && port == peer_.port && (!connected_ || src_conn == remote_conn_);
@@ -108,28 +105,9 @@ class DpdkEndpoint final : public Endpoint {
     int msg = -1;
     bool present = false;
   };
-  struct PostedRecv {
-    RecvRequest req;
-    uint64_t post_seq = 0;
-  };
-  enum class Dest : uint8_t { kUser, kUnexpected, kDrain };
-  struct InMsg {
-    bool active = false, complete = false, claimed = false, claim_err = false;
-    Dest dest = Dest::kUser;
-    uint32_t msg_id = 0;
-    uint64_t tag = 0, len = 0, arrival = 0;
-    int unode = -1;  // node in unexp_ while unexpected and unclaimed
-    uint8_t* base = nullptr;
-    std::unique_ptr<uint8_t[]> ubuf;
-    RecvRequest req;
-  };
-
-  Status check_send(const SendRequest& r) const;
-  Status check_recv(const RecvRequest& r) const;
   bool transmit(uint32_t seq);
   uint32_t fill_ack(WireHdr* h, uint64_t* ext);
   uint64_t held_bits(uint32_t seq) const;
-  void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
   void complete_sends();
   void retransmit_timed_out(uint64_t now);
   void on_loss(uint32_t seq);
@@ -142,14 +120,12 @@ class DpdkEndpoint final : public Endpoint {
   bool consume_batch(RxSlot& s);
   int pump_batch();
   void finish_msg(int m);
-  void deliver_unexpected(int m);
-  void release_msg(int m);
   void rtt_sample(uint64_t rtt);
 
   DpdkTransport* t_;
   PeerAddr peer_;
   std::string remote_;
-  Status error_;
+  core::EndpointCore core_;
   uint32_t conn_ = 0, remote_conn_ = 0;
   uint64_t key_ = 0;
   bool active_ = false, connected_ = false, need_ack_ = false, stalled_ = false;
@@ -180,11 +156,6 @@ class DpdkEndpoint final : public Endpoint {
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
   uint32_t rx_high_ = 0;  // one past the highest packet number accepted
   std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message
-  SlotList<PostedRecv> recvs_;
-  std::vector<InMsg> msgs_;
-  std::vector<int> free_msgs_;
-  SlotList<int> unexp_;  // unclaimed unexpected messages (msgs_ index), oldest first
-  size_t outstanding_ = 0;  // completions reserved by this endpoint, not yet pushed
 };
 
 }  // namespace gw::drv::dpdk

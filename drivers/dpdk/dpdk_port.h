@@ -50,6 +50,8 @@ class Port {
   int tx_queues() const { return ntx_; }
   rte_mempool* tx_pool() const { return tx_pool_; }
   uint32_t speed_mbps() const;
+  /// False once the link is down (memif: the peer disconnected; its memory may be unmapped).
+  bool link_up() const;
 
  private:
   Port() = default;

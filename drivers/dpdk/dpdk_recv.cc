@@ -38,7 +38,7 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
   // order holds, and its packets go straight to the buffer instead of being held.
   if (mi < 0 && data && d > 0 && h.msg_id == next_match_ && h.offset == 0) mi = match_new(h);
   if (mi >= 0) {
-    const InMsg& im = msgs_[mi];
+    const core::InMsg& im = core_.msg(mi);
     if (im.tag != h.tag || im.len != h.msg_len) {
       ++t_->counters_.bad_segment;
       rte_pktmbuf_free(m);
@@ -67,12 +67,12 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
 int DpdkEndpoint::lookup_msg(uint32_t msg_id) const {
   int mi = msg_map_[msg_id & mask_];
   if (mi < 0) return -1;
-  const InMsg& im = msgs_[mi];
-  return im.active && !im.complete && im.msg_id == msg_id ? mi : -1;
+  const core::InMsg& im = core_.msg(mi);
+  return im.active && !im.complete && im.seq == msg_id ? mi : -1;
 }
 
 void DpdkEndpoint::copy_in(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off) {
-  InMsg& im = msgs_[mi];
+  const core::InMsg& im = core_.msg(mi);
   if (im.base && h.seg_len > 0) {
     uint8_t* dst = im.base + h.offset;  // offset + seg_len <= msg_len <= capacity: checked
     const void* src = rte_pktmbuf_read(m, off, h.seg_len, dst);
@@ -151,7 +151,7 @@ void DpdkEndpoint::advance() {
           stalled_ = true;
           return;
         }
-      } else if (msgs_[mi].tag != s.h.tag || msgs_[mi].len != s.h.msg_len) {
+      } else if (core_.msg(mi).tag != s.h.tag || core_.msg(mi).len != s.h.msg_len) {
         ++t_->counters_.bad_segment;
         fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
                                               peer_name_ + " disagrees with its message"));
@@ -176,123 +176,16 @@ void DpdkEndpoint::advance() {
 }
 
 int DpdkEndpoint::match_new(const WireHdr& h) {
-  if (free_msgs_.empty()) return -1;
-  int ri = recvs_.head();
-  while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != h.tag)
-    ri = recvs_.next(ri);
-  auto& any = t_->any_;
-  int ai = any.head();
-  while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != h.tag) ai = any.next(ai);
-  const int m = free_msgs_.back();
-  InMsg& im = msgs_[m];
-  if (ri < 0 && ai < 0) {
-    if (t_->unexpected_used_ + h.msg_len > t_->opts().unexpected_bytes) return -1;
-    if (h.msg_len > 0) {
-      im.ubuf.reset(new (std::nothrow) uint8_t[h.msg_len]);
-      if (!im.ubuf) return -1;
-    }
-    t_->unexpected_used_ += h.msg_len;
-    ++t_->counters_.unexpected_msgs;
-    im.unode = unexp_.push_back(m);  // never full: a node per message slot
-    im.dest = Dest::kUnexpected;
-    im.base = im.ubuf.get();
-  } else {
-    bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
-    im.req = use_any ? any[ai].req : recvs_[ri].req;
-    if (use_any) {
-      any.erase(ai);
-      ++outstanding_;  // the any-source reservation now completes through this endpoint
-    } else {
-      recvs_.erase(ri);
-    }
-    if (h.msg_len > im.req.len) {
-      ++t_->counters_.truncated_recvs;
-      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv, Code::kInvalidArgument);
-      im.dest = Dest::kDrain;
-      im.base = nullptr;
-    } else {
-      im.dest = Dest::kUser;
-      im.base = static_cast<uint8_t*>(im.req.buf);
-    }
-  }
-  free_msgs_.pop_back();
-  im.active = true;
-  im.complete = im.claimed = im.claim_err = false;
-  im.msg_id = h.msg_id;
-  im.tag = h.tag;
-  im.len = h.msg_len;
-  im.arrival = t_->arrivals_++;
+  const int m = core_.begin(h.msg_id, h.tag, h.msg_len);
+  if (m < 0) return -1;
   msg_map_[h.msg_id & mask_] = m;
   ++next_match_;
   return m;
 }
 
 void DpdkEndpoint::finish_msg(int m) {
-  InMsg& im = msgs_[m];
-  ++t_->counters_.msgs_received;
-  if (msg_map_[im.msg_id & mask_] == m) msg_map_[im.msg_id & mask_] = -1;
-  switch (im.dest) {
-    case Dest::kUser:
-      complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
-      release_msg(m);
-      break;
-    case Dest::kDrain:
-      release_msg(m);
-      break;
-    case Dest::kUnexpected:
-      im.complete = true;
-      if (im.claimed) deliver_unexpected(m);
-      break;
-  }
-}
-
-// The oldest unclaimed unexpected message with this tag. unexp_ holds them in send order (they
-// are matched in order): scanning every message slot per posted receive took 40 % of a
-// receiver's time once small messages ran ahead of the receives.
-int DpdkEndpoint::find_unexpected(uint64_t tag) {
-  for (int i = unexp_.head(); i >= 0; i = unexp_.next(i)) {
-    const int m = unexp_[i];
-    if (tag == kAnyTag || msgs_[m].tag == tag) return m;
-  }
-  return -1;
-}
-
-void DpdkEndpoint::bind_unexpected(int m, const RecvRequest& r) {
-  InMsg& im = msgs_[m];
-  im.claimed = true;
-  unexp_.erase(im.unode);
-  im.unode = -1;
-  im.req = r;
-  if (im.len > r.len) {
-    ++t_->counters_.truncated_recvs;
-    im.claim_err = true;
-    complete(r.wr_id, im.tag, im.len, Op::kRecv, Code::kInvalidArgument);
-  }
-  if (im.complete) deliver_unexpected(m);
-}
-
-void DpdkEndpoint::deliver_unexpected(int m) {
-  InMsg& im = msgs_[m];
-  if (!im.claim_err) {
-    if (im.len) std::memcpy(im.req.buf, im.ubuf.get(), im.len);
-    complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
-  }
-  release_msg(m);
-}
-
-void DpdkEndpoint::release_msg(int m) {
-  InMsg& im = msgs_[m];
-  if (im.dest == Dest::kUnexpected) {
-    t_->unexpected_used_ -= im.len;
-    if (im.unode >= 0) unexp_.erase(im.unode);
-    im.unode = -1;
-  }
-  if (msg_map_[im.msg_id & mask_] == m) msg_map_[im.msg_id & mask_] = -1;
-  im.ubuf.reset();
-  im.base = nullptr;
-  im.active = false;
-  im.dest = Dest::kUser;
-  free_msgs_.push_back(m);
+  if (msg_map_[core_.msg(m).seq & mask_] == m) msg_map_[core_.msg(m).seq & mask_] = -1;
+  core_.finish(m);
 }
 
 }  // namespace gw::drv::dpdk

@@ -36,13 +36,7 @@ Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
     timers();
   }
   flush_tx();
-  size_t k = 0;
-  while (k < out.size() && !completions_.empty()) {
-    out[k++] = completions_.front();
-    completions_.pop();
-  }
-  cq_reserved_ -= std::min(cq_reserved_, k);
-  return k;
+  return core_.sink().drain(out);
 }
 
 // Sleeping while a transfer is under way costs a whole sleep per window (the peer's acks or

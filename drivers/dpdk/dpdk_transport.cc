@@ -259,12 +259,12 @@ Status DpdkTransport::init(const Config& cfg) {
   if (opts_.zero_copy) props_.zero_copy_kinds = {MemKind::kHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
-  completions_.init(static_cast<size_t>(opts_.cq_depth) + 4096);
+  core_.init("dpdk", log_, static_cast<size_t>(opts_.cq_depth),
+             static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0)
     return Status(Code::kSystemError, std::string("dpdk: eventfd: ") + std::strerror(errno));
   cq_.set_fd(event_fd_);
-  any_.init(static_cast<size_t>(opts_.max_outstanding));
   conns_.resize(static_cast<size_t>(opts_.max_endpoints));
   for (int i = opts_.max_endpoints; i-- > 0;) free_conns_.push_back(i);
   // Random first generations: a transport that reuses a closed one's port and address (a ring
@@ -396,16 +396,6 @@ void DpdkTransport::endpoint_gone(DpdkEndpoint* ep) {
   uint32_t idx = ep->conn() & 0xffff;
   conns_[idx].ep = nullptr;
   free_conns_.push_back(static_cast<int>(idx));
-  size_t n = completions_.size(), purged = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Completion c = completions_.front();
-    completions_.pop();
-    if (c.ep == ep)
-      ++purged;
-    else
-      completions_.push(c);
-  }
-  cq_reserved_ -= std::min(cq_reserved_, purged + ep->outstanding_);
 }
 
 DpdkEndpoint* DpdkTransport::lookup(uint32_t conn) const {
@@ -415,51 +405,11 @@ DpdkEndpoint* DpdkTransport::lookup(uint32_t conn) const {
   return cs.ep && cs.gen == (conn >> 16) ? cs.ep : nullptr;
 }
 
-bool DpdkTransport::reserve_completion() {
-  if (cq_reserved_ >= static_cast<size_t>(opts_.cq_depth)) return false;
-  ++cq_reserved_;
-  return true;
-}
-
-void DpdkTransport::push_completion(const Completion& c) {
-  if (!completions_.full()) completions_.push(c);
-}
-
 Result<size_t> DpdkTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    if (r.buf == nullptr && r.len > 0) {
-      if (n == 0) return Status(Code::kInvalidArgument, "dpdk: any-source receive into null");
-      break;
-    }
-    if (!reserve_completion()) break;
-    if (take_unexpected_any(r)) continue;
-    if (any_.full()) {
-      --cq_reserved_;
-      break;
-    }
-    any_.push_back(AnyRecv{r, next_post_seq()});
-  }
+  auto n = core_.post_recv_any(reqs);
   for (DpdkEndpoint* ep : eps_)
     if (ep->stalled()) ep->advance();
   return n;
-}
-
-bool DpdkTransport::take_unexpected_any(const RecvRequest& r) {
-  DpdkEndpoint* best = nullptr;
-  int best_m = -1;
-  for (DpdkEndpoint* ep : eps_) {
-    int m = ep->find_unexpected(r.tag);
-    if (m >= 0 && (!best || ep->arrival_of(m) < best->arrival_of(best_m))) {
-      best = ep;
-      best_m = m;
-    }
-  }
-  if (!best) return false;
-  ++best->outstanding_;
-  best->bind_unexpected(best_m, r);
-  return true;
 }
 
 Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, MemKind kind) {
@@ -499,8 +449,9 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
   const auto& rf = rx_fault_.counters();
   FaultCounters tf;
   for (const auto& f : tx_fault_) tf += f.counters();
-  return {{"bytes_sent", c.bytes_sent},       {"bytes_received", c.bytes_received},
-          {"msgs_sent", c.msgs_sent},         {"msgs_received", c.msgs_received},
+  std::map<std::string, uint64_t> m = {
+          {"bytes_sent", c.bytes_sent},       {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},
           {"pkts_sent", c.pkts_sent},         {"pkts_received", c.pkts_received},
           {"acks_sent", c.acks_sent},         {"retransmits", c.retransmits},
           {"timeouts", c.timeouts},           {"fast_retransmits", c.fast_retransmits},
@@ -511,8 +462,6 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
           {"bad_frames", c.bad_frames},       {"bad_checksum", c.bad_checksum},
           {"not_for_us", c.not_for_us},       {"unknown_conn", c.unknown_conn},
           {"bad_header", c.bad_header},       {"bad_segment", c.bad_segment},
-          {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
-          {"truncated_recvs", c.truncated_recvs}, {"endpoint_errors", c.endpoint_errors},
           {"zero_copy_pkts", c.zero_copy_pkts}, {"copied_pkts", c.copied_pkts},
           {"heartbeats", c.heartbeats},       {"syn_parked", c.syn_parked},       {"batch_pkts", c.batch_pkts},
           {"syn_dropped", c.syn_dropped},     {"endpoints", eps_.size()},
@@ -520,6 +469,8 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
           {"fault_rx_reordered", rf.reordered}, {"fault_rx_corrupted", rf.corrupted},
           {"fault_tx_dropped", tf.dropped},   {"fault_tx_duplicated", tf.duplicated},
           {"fault_tx_reordered", tf.reordered}, {"fault_tx_corrupted", tf.corrupted}};
+  core_.add_stats(m);
+  return m;
 }
 
 Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }

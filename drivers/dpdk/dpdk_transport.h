@@ -16,6 +16,7 @@
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
 #include "gw_config.h"
+#include "gw_core.h"
 #include "gw_slots.h"
 #include "gw_transport.h"
 
@@ -87,36 +88,27 @@ class DpdkTransport final : public Transport {
   /// flow or sent data awaits its ack, sleeping with back-off when idle.
   Result<size_t> idle_wait(std::span<Completion> out, int timeout_ms);
   const Options& opts() const { return opts_; }
-  bool reserve_completion();
-  void push_completion(const Completion& c);
-  uint64_t next_post_seq() { return post_seq_++; }
+  core::TransportCore& core() { return core_; }
   void endpoint_gone(DpdkEndpoint* ep);
-  bool take_unexpected_any(const RecvRequest& r);
   /// A header mbuf with Ethernet/IPv4/UDP/gradwire headers for `ep`, payload to follow.
   rte_mbuf* alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr);
   /// Finish (lengths, checksums) and queue a frame built by alloc_frame.
   void send_frame(const DpdkEndpoint& ep, rte_mbuf* m);
   void flush_tx();
   rte_mempool* tx_pool() const { return port_->tx_pool(); }
+  bool link_up() const { return port_->link_up(); }
   uint64_t now() const { return now_; }
 
-  struct AnyRecv {
-    RecvRequest req;
-    uint64_t post_seq;
-  };
-  SlotList<AnyRecv> any_;
-  uint64_t unexpected_used_ = 0;
-  uint64_t arrivals_ = 0;
   int held_ = 0;  // out-of-order packets held by all endpoints
   bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
     uint64_t pkts_sent = 0, pkts_received = 0, acks_sent = 0, retransmits = 0;
     uint64_t timeouts = 0, fast_retransmits = 0, dup_pkts = 0, out_of_order = 0;
     uint64_t window_drops = 0, held_drops = 0, tx_ring_full = 0, tx_alloc_fail = 0;
     uint64_t bad_frames = 0, bad_checksum = 0, not_for_us = 0, unknown_conn = 0;
-    uint64_t bad_header = 0, bad_segment = 0, unexpected_msgs = 0, truncated_recvs = 0;
-    uint64_t endpoint_errors = 0, zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
+    uint64_t bad_header = 0, bad_segment = 0;
+    uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
     uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
@@ -145,9 +137,7 @@ class DpdkTransport final : public Transport {
   std::vector<ConnSlot> conns_;
   std::vector<int> free_conns_;
   std::map<uint64_t, ParkedSyn> parked_;
-  Ring<Completion> completions_;
-  size_t cq_reserved_ = 0;
-  uint64_t post_seq_ = 0;
+  core::TransportCore core_;
   uint64_t now_ = 0, last_timers_ = 0, last_frame_rx_ = 0;
   int event_fd_ = -1;
   FaultInjector rx_fault_;

@@ -13,13 +13,7 @@ namespace gw::drv::tcp {
 namespace {
 constexpr int kMaxIov = 64;
 constexpr size_t kDirectMin = 4096;  // payload left at least this big is read in place
-constexpr int kMaxReadsPerPoll = 32; // keep one busy stream from starving the others
 }  // namespace
-
-void TcpEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  t_->push_completion(Completion{wr_id, tag, len, this, peer_id_, op, code});
-  --outstanding_;
-}
 
 Status TcpEndpoint::stream_error(const Stream& s, const char* what, int err) const {
   size_t idx = 0;
@@ -83,7 +77,7 @@ void TcpEndpoint::flush(Stream& s) {
         slot.used = false;
         free_sends_.push_back(idx);
         ++t_->counters_.msgs_sent;
-        complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
+        core_.complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
       }
       if (s.txq.empty()) break;
     }
@@ -190,9 +184,8 @@ bool TcpEndpoint::start_chunk(Stream& s) {
   const FrameHeader& h = s.hdr;
   int m = -1;
   if (h.seq < next_match_) {
-    for (int i = 0; i < kMaxInMsgs; ++i)
-      if (msgs_[i].active && msgs_[i].seq == h.seq) m = i;
-    if (m < 0 || msgs_[m].tag != h.tag || msgs_[m].len != h.msg_len) {
+    m = core_.find_active(h.seq);
+    if (m < 0 || core_.msg(m).tag != h.tag || core_.msg(m).len != h.msg_len) {
       ++t_->counters_.protocol_errors;
       fail(Status(Code::kProtocolError, "tcp: chunk of message " + std::to_string(h.seq) +
                                             " from " + peer_name_ +
@@ -210,183 +203,66 @@ bool TcpEndpoint::start_chunk(Stream& s) {
   s.rx = Stream::Rx::kPayload;
   s.msg = m;
   s.chunk_left = h.chunk_len;
-  s.dst = msgs_[m].base ? msgs_[m].base + h.offset : nullptr;
-  s.rx_staged = s.dst && msgs_[m].device;
+  s.dst = core_.msg(m).base ? core_.msg(m).base + h.offset : nullptr;
+  s.rx_staged = s.dst && ext_[m].device;
   if (s.chunk_left == 0) end_chunk(s);
   return true;
 }
 
 int TcpEndpoint::match_new(const FrameHeader& h) {
-  int m = 0;
-  while (m < kMaxInMsgs && msgs_[m].active) ++m;
-  if (m == kMaxInMsgs) return -1;
-  // Earliest posted receive with this tag, on this endpoint or any-source.
-  int ri = recvs_.head();
-  while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != h.tag)
-    ri = recvs_.next(ri);
-  auto& any = t_->any_;
-  int ai = any.head();
-  while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != h.tag) ai = any.next(ai);
-  InMsg& im = msgs_[m];
-  if (ri < 0 && ai < 0) {
-    if (t_->unexpected_used_ + h.msg_len > t_->opts().unexpected_bytes) return -1;
-    if (h.msg_len > 0) {
-      im.ubuf = t_->ubufs_.get(h.msg_len);
-      if (!im.ubuf.p) return -1;
-    }
-    t_->unexpected_used_ += h.msg_len;
-    ++t_->counters_.unexpected_msgs;
-    im.dest = Dest::kUnexpected;
-    im.base = im.ubuf.p.get();
-  } else {
-    bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
-    im.req = use_any ? any[ai].req : recvs_[ri].req;
-    if (use_any) {
-      any.erase(ai);
-      ++outstanding_;  // the any-source reservation now completes through this endpoint
-    } else {
-      recvs_.erase(ri);
-    }
+  const int m = core_.begin(h.seq, h.tag, h.msg_len);
+  if (m < 0) return -1;
+  const core::InMsg& im = core_.msg(m);
+  MsgExt& x = ext_[m];
+  x = MsgExt{};
+  if (im.dest == core::Dest::kUser && h.msg_len > 0 && t_->is_device(im.req.buf, im.req.mr)) {
     // post_recv made the staging pool; an any-source receive makes it here.
-    im.device = h.msg_len > 0 && t_->is_device(im.req.buf, im.req.mr);
-    const bool no_pool = im.device && !t_->rx_pool().ok();
-    if (h.msg_len > im.req.len || no_pool) {
-      if (no_pool) {
-        t_->log_->warn("tcp: dropped a message from {}: {}", peer_name_,
-                       t_->rx_pool().status().to_string());
-      }
-      ++t_->counters_.truncated_recvs;
-      complete(im.req.wr_id, h.tag, h.msg_len, Op::kRecv,
-               no_pool ? Code::kNotSupported : Code::kInvalidArgument);
-      im.dest = Dest::kDrain;
-      im.base = nullptr;
+    if (auto pool = t_->rx_pool(); pool.ok()) {
+      x.device = true;
     } else {
-      im.dest = Dest::kUser;
-      im.base = static_cast<uint8_t*>(im.req.buf);
+      t_->log_->warn("tcp: dropped a message from {}: {}", peer_name_,
+                     pool.status().to_string());
+      core_.reject(m, Code::kNotSupported);
     }
   }
-  if (im.dest != Dest::kUser) im.device = false;
-  im.copies = 0;
-  im.active = true;
-  im.complete = im.claimed = im.claim_err = false;
-  im.seq = h.seq;
-  im.tag = h.tag;
-  im.len = h.msg_len;
-  im.received = 0;
-  im.arrival = t_->arrivals_++;
   ++next_match_;
   return m;
 }
 
 void TcpEndpoint::end_chunk(Stream& s) {
-  InMsg& im = msgs_[s.msg];
-  im.received += s.hdr.chunk_len;
+  const int m = s.msg;
+  MsgExt& x = ext_[m];
+  x.received += s.hdr.chunk_len;
   s.rx = Stream::Rx::kHeader;
   s.msg = -1;
   s.rx_staged = false;
-  if (im.received == im.len && im.copies == 0) finish_msg(static_cast<int>(&im - msgs_.data()));
+  if (x.received == core_.msg(m).len && x.copies == 0) core_.finish(m);
 }
 
-void TcpEndpoint::finish_msg(int m) {
-  InMsg& im = msgs_[m];
-  ++t_->counters_.msgs_received;
-  switch (im.dest) {
-    case Dest::kUser:
-      complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
-      im.active = false;
-      break;
-    case Dest::kDrain:
-      im.active = false;
-      break;
-    case Dest::kUnexpected:
-      im.complete = true;
-      if (im.claimed) deliver_unexpected(m);
-      break;
-  }
-}
-
-int TcpEndpoint::find_unexpected(uint64_t tag) const {
-  int best = -1;
-  for (int i = 0; i < kMaxInMsgs; ++i) {
-    const InMsg& im = msgs_[i];
-    if (im.active && im.dest == Dest::kUnexpected && !im.claimed &&
-        (tag == kAnyTag || im.tag == tag) && (best < 0 || im.seq < msgs_[best].seq))
-      best = i;
-  }
-  return best;
-}
-
-void TcpEndpoint::bind_unexpected(int m, const RecvRequest& r) {
-  InMsg& im = msgs_[m];
-  im.claimed = true;
-  im.req = r;
-  if (im.len > r.len) {
-    ++t_->counters_.truncated_recvs;
-    im.claim_err = true;
-    complete(r.wr_id, im.tag, im.len, Op::kRecv, Code::kInvalidArgument);
-  }
-  if (im.complete) deliver_unexpected(m);
-}
-
-void TcpEndpoint::deliver_unexpected(int m) {
-  InMsg& im = msgs_[m];
-  if (!im.claim_err) {
-    if (im.len && t_->is_device(im.req.buf, im.req.mr)) {
-      // Buffered before its device receive was posted: one synchronous copy (rare path).
-      auto pool = t_->rx_pool();
-      Status st = pool.ok() ? (*pool)->copy_in_sync(im.req.buf, im.ubuf.p.get(), im.len)
-                            : pool.status();
-      if (!st.ok()) return fail(st.with_context("tcp: message from " + peer_name_));
-    } else if (im.len) {
-      std::memcpy(im.req.buf, im.ubuf.p.get(), im.len);
-    }
-    complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
-  }
-  release_msg(m);
-}
-
-void TcpEndpoint::release_msg(int m) {
-  InMsg& im = msgs_[m];
-  if (im.dest == Dest::kUnexpected) t_->unexpected_used_ -= im.len;
-  t_->ubufs_.put(std::move(im.ubuf), t_->opts().unexpected_bytes);
-  im.ubuf = {};
-  im.base = nullptr;
-  im.active = false;
+bool TcpEndpoint::copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) {
+  if (n == 0 || !t_->is_device(r.buf, r.mr)) return core::RecvHooks::copy_unexpected(r, src, n);
+  // Buffered before its device receive was posted: one synchronous copy (rare path).
+  auto pool = t_->rx_pool();
+  Status st = pool.ok() ? (*pool)->copy_in_sync(r.buf, src, n) : pool.status();
+  if (!st.ok()) fail(st.with_context("tcp: message from " + peer_name_));
+  return st.ok();
 }
 
 void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
-  if (failed()) return;
-  error_ = st;
-  ++t_->counters_.endpoint_errors;
-  // A peer leaving when nothing is pending is how a job ends; only a loss is worth a warning.
-  bool pending = recvs_.size() > 0 || free_sends_.size() < sends_.size();
-  for (const InMsg& im : msgs_) pending |= im.active;
-  if (pending)
-    t_->log_->warn("{}", st.to_string());
-  else
-    t_->log_->debug("{}", st.to_string());
+  if (!core_.set_error(st, keep_buffered, free_sends_.size() < sends_.size())) return;
   const Code code = st.code();
   for (size_t i = 0; i < sends_.size(); ++i) {
     if (!sends_[i].used) continue;
     sends_[i].used = false;
     free_sends_.push_back(static_cast<int>(i));
-    complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
+    core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
   }
-  while (recvs_.head() >= 0) {
-    int ri = recvs_.head();
-    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
-    recvs_.erase(ri);
-  }
-  for (int m = 0; m < kMaxInMsgs; ++m) {
-    InMsg& im = msgs_[m];
-    if (!im.active) continue;
-    // Fully read: a buffered message waits for its receive, or a receive for its copy to the
-    // GPU (rx_copy_done completes it).
-    if (keep_buffered && im.received == im.len && im.dest != Dest::kDrain) continue;
-    bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
-    if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
-    release_msg(m);
-  }
+  // Fully read: a buffered message waits for its receive, or a receive for its copy to the
+  // GPU (rx_copy_done completes it).
+  core_.fail_receives(code, [&](int m) {
+    return keep_buffered && ext_[m].received == core_.msg(m).len &&
+           core_.msg(m).dest != core::Dest::kDrain;
+  });
   for (auto& s : streams_) {
     if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
     s->rx_slot = -1;
@@ -397,7 +273,7 @@ void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
     s->rx = Stream::Rx::kHeader;
     s->stage_begin = s->stage_end = 0;
   }
-  complete(0, 0, 0, Op::kEndpointError, code);
+  core_.report_error();
 }
 
 }  // namespace gw::drv::tcp

@@ -14,8 +14,8 @@ TcpEndpoint::TcpEndpoint(TcpTransport* t, const ConnectParams& p, std::string re
   const auto& o = t->opts();
   sends_.resize(static_cast<size_t>(o.max_outstanding));
   for (int i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
-  recvs_.init(static_cast<size_t>(o.max_outstanding));
-  msgs_.resize(kMaxInMsgs);
+  core_.init(&t->core(), this, static_cast<size_t>(o.max_outstanding), kMaxInMsgs, this);
+  ext_.resize(kMaxInMsgs);
 }
 
 Status TcpEndpoint::attach(std::vector<Fd> fds) {
@@ -35,44 +35,15 @@ Status TcpEndpoint::attach(std::vector<Fd> fds) {
     s->fd = std::move(fd);
     streams_.push_back(std::move(s));
   }
-  // One completion is kept for the endpoint-error event, so it can always be reported.
-  if (t_->reserve_completion()) ++outstanding_;
   return Status();
 }
 
 TcpEndpoint::~TcpEndpoint() {
-  // Requests still pending are dropped without completions: the caller destroyed the
-  // endpoint, so nobody is left to receive them. Buffered data is freed.
-  for (int m = 0; m < kMaxInMsgs; ++m)
-    if (msgs_[m].active) release_msg(m);
+  // Pending requests and buffered data go with core_ (no completions: nobody is left).
   for (auto& s : streams_) {
     if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
   }
   t_->endpoint_gone(this);
-}
-
-Status TcpEndpoint::check_send(const SendRequest& r) const {
-  if (r.tag == kAnyTag)
-    return Status(Code::kInvalidArgument, "tcp: send to " + peer_name_ + " with tag kAnyTag");
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "tcp: send to " + peer_name_ + " from a null buffer");
-  if (r.len > t_->opts().max_message) {
-    return Status(Code::kInvalidArgument,
-                  "tcp: send of " + std::to_string(r.len) + " bytes to " + peer_name_ +
-                      " exceeds tcp.max_message_bytes = " +
-                      std::to_string(t_->opts().max_message));
-  }
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument, "tcp: send buffer is outside its memory region");
-  return Status();
-}
-
-Status TcpEndpoint::check_recv(const RecvRequest& r) const {
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "tcp: receive from " + peer_name_ + " into null");
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument, "tcp: receive buffer is outside its memory region");
-  return Status();
 }
 
 int TcpEndpoint::chunks_for(uint64_t len) const {
@@ -86,12 +57,12 @@ int TcpEndpoint::chunks_for(uint64_t len) const {
 }
 
 Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
-  if (failed()) return error_;
+  if (failed()) return core_.error();
   const size_t nstreams = streams_.size();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
-    if (Status st = check_send(r); !st.ok()) {
+    if (Status st = core::check_send("tcp", peer_name_, r, t_->opts().max_message); !st.ok()) {
       if (n == 0) return st;
       break;
     }
@@ -107,15 +78,14 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
                                               tx_pool_->chunk_bytes())
                            : chunks_for(r.len);
     // Messages below 16 KiB stay on stream 0 (latency); larger ones rotate or stripe.
-    const size_t first = (chunks == 1 && r.len < 16384) ? 0 : rr_ % nstreams;
+    const size_t first = (chunks == 1 && r.len < kLatencyMax) ? 0 : rr_ % nstreams;
     const size_t per_stream = (static_cast<size_t>(chunks) + nstreams - 1) / nstreams;
     bool room = !free_sends_.empty();
     for (size_t i = 0; room && i < std::min<size_t>(chunks, nstreams); ++i) {
       auto& q = streams_[(first + i) % nstreams]->txq;
       room = q.capacity() - q.size() >= per_stream;
     }
-    if (!room || !t_->reserve_completion()) break;
-    ++outstanding_;
+    if (!room || !core_.reserve()) break;
     int slot = free_sends_.back();
     free_sends_.pop_back();
     sends_[slot] = SendSlot{r, static_cast<uint32_t>(chunks), true};
@@ -129,7 +99,7 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
                p && !dev ? p + off : nullptr, slot, 0, dev ? p + off : nullptr, -1};
       streams_[(first + c) % nstreams]->txq.push(ch);
     }
-    if (chunks > 1 || r.len >= 16384) ++rr_;
+    if (chunks > 1 || r.len >= kLatencyMax) ++rr_;
   }
   for (auto& s : streams_)
     if (!s->txq.empty() && s->writable) flush(*s);
@@ -137,33 +107,11 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> TcpEndpoint::post_recv(std::span<const RecvRequest> reqs) {
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    // A peer that closed cleanly left messages behind: they can still be received.
-    if (failed() && find_unexpected(r.tag) < 0) {
-      if (n == 0) return error_;
-      break;
-    }
-    if (Status st = check_recv(r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    if (r.len > 0 && t_->is_device(r.buf, r.mr)) {
-      if (auto pool = t_->rx_pool(); !pool.ok()) {
-        if (n == 0) return pool.status();
-        break;
-      }
-    }
-    int m = find_unexpected(r.tag);
-    if ((m < 0 && recvs_.full()) || !t_->reserve_completion()) break;
-    ++outstanding_;
-    if (m >= 0)
-      bind_unexpected(m, r);
-    else
-      recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
-  }
-  return n;
+  return core_.post_recv(reqs, [this](const RecvRequest& r) {
+    if (Status st = core::check_recv("tcp", peer_name_, r); !st.ok()) return st;
+    if (r.len > 0 && t_->is_device(r.buf, r.mr)) return t_->rx_pool().status();
+    return Status();
+  });
 }
 
 }  // namespace gw::drv::tcp

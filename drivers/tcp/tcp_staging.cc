@@ -107,7 +107,7 @@ bool TcpEndpoint::read_staged(Stream& s, size_t have, int* reads) {
     std::memcpy(buf, s.stage.get() + s.stage_begin, got);
     s.stage_begin += got;
   } else if (room > 0) {
-    if (!s.readable || (*reads)++ >= 32) return false;
+    if (!s.readable || (*reads)++ >= kMaxReadsPerPoll) return false;
     if (!read_some(s, buf, room, &got)) return false;
   }
   s.rx_fill += got;
@@ -128,14 +128,14 @@ void TcpEndpoint::commit_rx_slot(Stream& s) {
   t_->counters_.staged_rx_bytes += s.rx_fill;
   // The ring holds one entry per slot, so it cannot be full here.
   t_->rx_copies_.push(RxCopy{this, s.rx_slot, s.msg});
-  ++msgs_[s.msg].copies;
+  ++ext_[s.msg].copies;
   s.rx_slot = -1;
 }
 
 void TcpEndpoint::rx_copy_done(int m) {
-  InMsg& im = msgs_[m];
-  if (!im.active || im.copies == 0) return;
-  if (--im.copies == 0 && im.received == im.len) finish_msg(m);
+  MsgExt& x = ext_[m];
+  if (!core_.msg(m).active || x.copies == 0) return;
+  if (--x.copies == 0 && x.received == core_.msg(m).len) core_.finish(m);
 }
 
 }  // namespace gw::drv::tcp

@@ -112,8 +112,8 @@ Status TcpTransport::init(const Config& cfg) {
   props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
-  completions_.init(static_cast<size_t>(opts_.cq_depth) + 4096);  // + endpoint-error events
-  any_.init(static_cast<size_t>(opts_.max_outstanding));
+  core_.init("tcp", log_, static_cast<size_t>(opts_.cq_depth),
+             static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
   drain_.reset(new uint8_t[kDrainSize]);
   events_.resize(256);
   log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer",
@@ -317,75 +317,18 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
     }
   }
   if (!pending_.empty()) expire_pending();
-  size_t k = 0;
-  while (k < out.size() && !completions_.empty()) {
-    out[k++] = completions_.front();
-    completions_.pop();
-  }
-  cq_reserved_ -= std::min(cq_reserved_, k);
-  return k;
-}
-
-bool TcpTransport::reserve_completion() {
-  if (cq_reserved_ >= static_cast<size_t>(opts_.cq_depth)) return false;
-  ++cq_reserved_;
-  return true;
-}
-
-void TcpTransport::push_completion(const Completion& c) {
-  if (!completions_.full()) completions_.push(c);
+  return core_.sink().drain(out);
 }
 
 void TcpTransport::endpoint_gone(TcpEndpoint* ep) {
   eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
   for (size_t i = 0; i < rx_copies_.size(); ++i)
     if (rx_copies_.at(i).ep == ep) rx_copies_.at(i).ep = nullptr;  // its slot is still freed
-  // Completions of a destroyed endpoint must not reach the caller.
-  size_t n = completions_.size(), purged = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Completion c = completions_.front();
-    completions_.pop();
-    if (c.ep == ep)
-      ++purged;
-    else
-      completions_.push(c);
-  }
-  cq_reserved_ -= std::min(cq_reserved_, purged + ep->outstanding_);
+  // Its completions and reservations go with its EndpointCore.
 }
 
 Result<size_t> TcpTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    if (r.buf == nullptr && r.len > 0) {
-      if (n == 0) return Status(Code::kInvalidArgument, "tcp: any-source receive into null");
-      break;
-    }
-    if (!reserve_completion()) break;
-    if (take_unexpected_any(r)) continue;
-    if (any_.full()) {
-      --cq_reserved_;
-      break;
-    }
-    any_.push_back(AnyRecv{r, next_post_seq()});
-  }
-  return n;
-}
-
-bool TcpTransport::take_unexpected_any(const RecvRequest& r) {
-  TcpEndpoint* best = nullptr;
-  int best_m = -1;
-  for (TcpEndpoint* ep : eps_) {
-    int m = ep->find_unexpected(r.tag);
-    if (m >= 0 && (!best || ep->arrival_of(m) < best->arrival_of(best_m))) {
-      best = ep;
-      best_m = m;
-    }
-  }
-  if (!best) return false;
-  ++best->outstanding_;
-  best->bind_unexpected(best_m, r);
-  return true;
+  return core_.post_recv_any(reqs);
 }
 
 Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, MemKind kind) {
@@ -405,13 +348,14 @@ Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, Me
 
 std::map<std::string, uint64_t> TcpTransport::stats() const {
   const auto& c = counters_;
-  return {{"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
-          {"msgs_sent", c.msgs_sent},           {"msgs_received", c.msgs_received},
-          {"unexpected_msgs", c.unexpected_msgs}, {"unexpected_bytes_now", unexpected_used_},
-          {"rx_stalls", c.rx_stalls},           {"truncated_recvs", c.truncated_recvs},
+  std::map<std::string, uint64_t> m = {
+          {"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},           {"rx_stalls", c.rx_stalls},
           {"protocol_errors", c.protocol_errors}, {"rejected_conns", c.rejected_conns},
-          {"endpoint_errors", c.endpoint_errors}, {"endpoints", eps_.size()},
+          {"endpoints", eps_.size()},
           {"staged_tx_bytes", c.staged_tx_bytes}, {"staged_rx_bytes", c.staged_rx_bytes}};
+  core_.add_stats(m);
+  return m;
 }
 
 Result<size_t> TcpCq::poll(std::span<Completion> out) { return t_->progress(out); }

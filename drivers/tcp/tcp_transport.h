@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gw_config.h"
+#include "gw_core.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
 #include "tcp_slots.h"
@@ -117,12 +118,8 @@ class TcpTransport final : public Transport {
   static constexpr size_t kDirectStreams = 2;
   int epoll_fd() const { return epfd_.get(); }
   const Options& opts() const { return opts_; }
-  bool reserve_completion();
-  void push_completion(const Completion& c);
-  uint64_t next_post_seq() { return post_seq_++; }
+  core::TransportCore& core() { return core_; }
   void endpoint_gone(TcpEndpoint* ep);
-  /// Match an any-source receive against buffered messages; false if none matched.
-  bool take_unexpected_any(const RecvRequest& r);
   /// Whether a request's buffer is device memory (its region's kind, else asked of the
   /// device runtime when there is a GPU).
   bool is_device(const void* buf, const MemoryRegion* mr) const {
@@ -139,20 +136,11 @@ class TcpTransport final : public Transport {
   StagingPool* rx_pool_now() const { return rx_pool_.get(); }
   Ring<RxCopy> rx_copies_;
 
-  struct AnyRecv {
-    RecvRequest req;
-    uint64_t post_seq;
-  };
-  SlotList<AnyRecv> any_;
-  uint64_t unexpected_used_ = 0;
-  BufferCache ubufs_;
-  uint64_t arrivals_ = 0;
   std::unique_ptr<uint8_t[]> drain_;  // scratch for payload nobody can take
   static constexpr size_t kDrainSize = 64 * 1024;
   struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
-    uint64_t unexpected_msgs = 0, rx_stalls = 0, truncated_recvs = 0;
-    uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
+    uint64_t protocol_errors = 0, rejected_conns = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
@@ -173,12 +161,10 @@ class TcpTransport final : public Transport {
   Fd epfd_, listen_fd_;
   PollItem listen_item_{PollItem::kListener};
   TcpCq cq_;
+  core::TransportCore core_;
   std::vector<TcpEndpoint*> eps_;
   std::vector<std::unique_ptr<PendingConn>> pending_;
   std::multimap<uint64_t, std::unique_ptr<PendingConn>> parked_;  // key -> HELLOed sockets
-  Ring<Completion> completions_;
-  size_t cq_reserved_ = 0;
-  uint64_t post_seq_ = 0;
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
   DeviceOps* dev_ = nullptr;         // null: no usable GPU (dev_why_ says why)

@@ -56,6 +56,7 @@ class SlotList {
   int head() const { return head_; }
   int next(int i) const { return nodes_[i].next; }
   T& operator[](int i) { return nodes_[i].val; }
+  const T& operator[](int i) const { return nodes_[i].val; }
   /// Appends; caller checks full() first.
   int push_back(const T& v) {
     const int i = free_;

@@ -169,6 +169,16 @@ struct ConnectParams {
 
 /// A reliable, ordered, message-based connection to one peer. Receives are matched to
 /// messages in posting order among those whose tag matches. Errors are sticky.
+///
+/// The same on every driver (the transport core, gw_core.h, enforces it):
+/// - A completed send's buffer may be reused at once: its bytes were copied out (kernel
+///   socket buffer, inline work request, bounce buffer) or acknowledged by the peer.
+/// - Messages sent before their receive is posted are buffered up to the driver's
+///   `unexpected_bytes`; beyond it the peer is made to wait (back-pressure), never failed.
+/// - Every accepted request completes exactly once; when the CQ's `cq_depth` requests are
+///   outstanding, post_* accept fewer (poll, then post the rest). No completion is dropped.
+/// - An endpoint failure is logged as a warning when it lost work (requests pending), at
+///   debug level when the peer left in order with nothing pending.
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
@@ -214,7 +224,9 @@ class Transport {
   virtual const TransportProperties& properties() const = 0;
   /// Where peers reach this transport.
   virtual const Address& address() const = 0;
-  /// Connect to one peer before `deadline`. @return Timeout, Unavailable, ProtocolError.
+  /// Connect to one peer before `deadline`. @return InvalidArgument (the address is another
+  /// driver's), Timeout (the peer did not come), Unavailable (no route, refused),
+  /// ProtocolError (a bad hello), RemoteError (the peer refused us), SystemError.
   virtual Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& params,
                                                     Deadline deadline) = 0;
   /// Register caller memory. @return InvalidArgument (bad pointer/length), NotSupported

@@ -1,6 +1,32 @@
 /// @file gw_transport_driver.h
-/// For driver writers: the registry. A driver registers itself with one macro that names its
-/// priority for "auto" selection and the device arguments (config keys of its section) it takes.
+/// For driver writers: the registry, and the contract between a driver and the transport core.
+///
+/// A driver implements Transport, Endpoint and CompletionQueue (gw_transport.h) and keeps
+/// what is truly its own: moving bytes (framing, reliability, verbs, mbufs), registration,
+/// its wire format and its fast paths. Everything else is the core's (gw_core.h):
+///
+/// Per transport, one core::TransportCore: init() it with the driver's cq_depth, receive
+/// slots and unexpected budget. post_recv_any() forwards to it; CompletionQueue::poll makes
+/// progress, then returns core.sink().drain(out); stats() adds core.add_stats().
+///
+/// Per endpoint, one core::EndpointCore: init() it at connect time (it reserves the
+/// endpoint-error event). Then:
+///   - post_send: core::check_send(), then core.reserve() before taking a request (false:
+///     accept no more now); core.complete() when done ("done" = the buffer may be reused).
+///   - post_recv: core.post_recv(reqs, prep), prep being the driver's extra check.
+///   - message arrival (hot path, inline): when the peer's next message in send order
+///     begins, m = core.begin(seq, tag, len): -1 means leave it in the network and retry
+///     later (back-pressure); else write its bytes to core.msg(m).base (null: drop them) and
+///     call core.finish(m) when all are in. Fragments of a matched message find it again by
+///     the driver's own map or core.find_active(seq).
+///   - failure: if (core.set_error(st, orderly, sends_pending)) { complete the driver's
+///     sends with st.code(); core.fail_receives(code, keep); release driver resources;
+///     core.report_error(); } -- status() returns core.error().
+/// RecvHooks lets a driver copy a buffered message into memory the CPU cannot write (GPU).
+///
+/// Guarantees: no allocation on the hot path (unexpected buffers are reused, within the
+/// budget); a completion is never dropped; any-source receives reserve their completion;
+/// matching follows the rule in gw_core.h on every driver.
 #pragma once
 
 #include <initializer_list>

@@ -1,0 +1,305 @@
+/// @file gw_core.h
+/// The transport core: what every driver needs and none should write again. A driver moves
+/// bytes; the core matches them to receives, buffers what came early, reports completions and
+/// fails an endpoint's requests when it breaks. See gw_transport_driver.h for the contract.
+///
+/// Matching rule (every driver): messages of one endpoint are matched in the order the peer
+/// sent them; each takes the earliest posted receive whose tag matches, on its endpoint or
+/// any-source (whichever was posted first); with none posted it is unexpected and buffered
+/// within the transport's budget, beyond which the driver leaves it in the network
+/// (back-pressure) -- a healthy peer is never failed for sending early.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gw_core_sink.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace gw::core {
+
+class EndpointCore;
+
+/// Where an arrived message's bytes go.
+enum class Dest : uint8_t { kUser, kUnexpected, kDrain };
+
+/// A message being received, or buffered until a receive takes it.
+struct InMsg {
+  bool active = false;
+  bool complete = false;   // every byte is in
+  bool claimed = false;    // unexpected, and a receive took it
+  bool claim_err = false;  // ... whose buffer was too small (reported already)
+  Dest dest = Dest::kUser;
+  uint64_t seq = 0, tag = 0, len = 0, arrival = 0;
+  int unode = -1;          // node in the unexpected list while unclaimed
+  uint8_t* base = nullptr; // where the bytes go; null: drop them
+  UBuf ubuf;
+  RecvRequest req;
+};
+
+/// Driver hooks the core calls off the hot path.
+class RecvHooks {
+ public:
+  virtual ~RecvHooks() = default;
+  /// Copy a buffered message into the receive that claimed it. False: the driver failed the
+  /// endpoint (which completed the receive with its error).
+  virtual bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n);
+};
+
+struct CoreCounters {
+  uint64_t msgs_received = 0, unexpected_msgs = 0, truncated_recvs = 0, endpoint_errors = 0;
+};
+
+/// Per transport: completions, any-source receives, the unexpected budget, its endpoints.
+class TransportCore {
+ public:
+  /// `driver` names it in messages ("tcp"); `max_any`: any-source receives posted at once.
+  void init(const char* driver, std::shared_ptr<spdlog::logger> log, size_t cq_depth,
+            size_t max_any, uint64_t unexpected_budget);
+  CompletionSink& sink() { return sink_; }
+  UnexpectedStore& store() { return store_; }
+  /// Post receives matched against messages of any endpoint (Transport::post_recv_any).
+  Result<size_t> post_recv_any(std::span<const RecvRequest> reqs);
+  size_t any_posted() const { return any_.size(); }
+  uint64_t next_post_seq() { return post_seq_++; }
+  const CoreCounters& counters() const { return counters_; }
+  /// Adds the core's counters to a driver's Transport::stats().
+  void add_stats(std::map<std::string, uint64_t>& m) const;
+  const char* driver() const { return driver_; }
+  spdlog::logger& log() const { return *log_; }
+
+ private:
+  friend class EndpointCore;
+  struct Posted {
+    RecvRequest req;
+    uint64_t post_seq = 0;
+  };
+  bool take_unexpected_any(const RecvRequest& r);
+
+  const char* driver_ = "";
+  std::shared_ptr<spdlog::logger> log_;
+  CompletionSink sink_;
+  UnexpectedStore store_;
+  SlotList<Posted> any_;
+  uint64_t post_seq_ = 0, arrivals_ = 0;
+  std::vector<EndpointCore*> eps_;
+  CoreCounters counters_;
+};
+
+/// Per endpoint: its posted receives, its messages in flight, its sticky error.
+class EndpointCore {
+ public:
+  EndpointCore() = default;
+  EndpointCore(const EndpointCore&) = delete;
+  EndpointCore& operator=(const EndpointCore&) = delete;
+  ~EndpointCore();
+  /// At connect time: `max_recvs` posted receives, `max_msgs` messages in flight.
+  void init(TransportCore* t, Endpoint* ep, size_t max_recvs, size_t max_msgs,
+            RecvHooks* hooks = nullptr);
+
+  // --- completions ---
+  /// One completion for a request this endpoint accepts; false when the CQ is full.
+  bool reserve() {
+    if (!t_->sink_.reserve()) return false;
+    ++outstanding_;
+    return true;
+  }
+  void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
+    t_->sink_.push(Completion{wr_id, tag, len, ep_, ep_->peer_id(), op, code});
+    --outstanding_;
+  }
+
+  // --- errors ---
+  const Status& error() const { return error_; }
+  bool failed() const { return !error_.ok(); }
+  /// Record the sticky error and log it: debug for an orderly close with nothing pending,
+  /// else warn. False if the endpoint had failed already (do nothing more).
+  bool set_error(const Status& st, bool orderly, bool sends_pending);
+  /// Complete every posted receive and message in flight with `code`, except messages
+  /// `keep(m)` says stay receivable (a peer that left in order).
+  template <class Keep>
+  void fail_receives(Code code, Keep keep);
+  /// The endpoint-error event; the last completion of a failed endpoint.
+  void report_error() {
+    t_->sink_.push(Completion{0, 0, 0, ep_, ep_->peer_id(), Op::kEndpointError, error_.code()});
+    event_reserved_ = false;
+  }
+
+  // --- receives ---
+  /// Post receives: each takes a buffered message or waits. `prep(r)` is the driver's check
+  /// of one request (OK to take it).
+  template <class Prep>
+  Result<size_t> post_recv(std::span<const RecvRequest> reqs, Prep prep);
+  /// The peer's next message (in send order) begins: match it. @return its slot, or -1 when
+  /// it must wait in the network (no slot, no unexpected budget: back-pressure).
+  int begin(uint64_t seq, uint64_t tag, uint64_t len);
+  /// Every byte of message m is in place.
+  void finish(int m);
+  /// The receive matched to m cannot take it (e.g. no staging for its memory): complete it
+  /// with `code` and drop the message's bytes.
+  void reject(int m, Code code);
+  void release(int m);
+  InMsg& msg(int m) { return msgs_[static_cast<size_t>(m)]; }
+  const InMsg& msg(int m) const { return msgs_[static_cast<size_t>(m)]; }
+  int max_msgs() const { return static_cast<int>(msgs_.size()); }
+  /// Oldest unclaimed buffered message with this tag (kAnyTag: any); -1 if none.
+  int find_unexpected(uint64_t tag) const;
+  /// The active message with sequence number `seq`; -1 if none.
+  int find_active(uint64_t seq) const;
+  bool has_pending() const;
+  size_t posted() const { return recvs_.size(); }
+
+ private:
+  friend class TransportCore;
+  void bind(int m, const RecvRequest& r);
+  void deliver(int m);
+
+  TransportCore* t_ = nullptr;
+  Endpoint* ep_ = nullptr;
+  RecvHooks* hooks_ = nullptr;
+  Status error_;
+  SlotList<TransportCore::Posted> recvs_;
+  std::vector<InMsg> msgs_;
+  std::vector<int> free_;
+  SlotList<int> unexp_;    // unclaimed unexpected messages (slots), oldest first
+  size_t outstanding_ = 0; // completions reserved by this endpoint, not yet pushed
+  bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
+};
+
+// --- hot paths, inline ---
+
+inline int EndpointCore::begin(uint64_t seq, uint64_t tag, uint64_t len) {
+  if (free_.empty()) return -1;
+  int ri = recvs_.head();
+  while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != tag)
+    ri = recvs_.next(ri);
+  auto& any = t_->any_;
+  int ai = any.head();
+  while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != tag) ai = any.next(ai);
+  const int m = free_.back();
+  InMsg& im = msgs_[static_cast<size_t>(m)];
+  if (ri < 0 && ai < 0) {
+    if (!t_->store_.take(len, &im.ubuf)) return -1;
+    ++t_->counters_.unexpected_msgs;
+    im.unode = unexp_.push_back(m);  // never full: a node per message slot
+    im.dest = Dest::kUnexpected;
+    im.base = im.ubuf.p.get();
+  } else {
+    const bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
+    im.req = use_any ? any[ai].req : recvs_[ri].req;
+    if (use_any) {
+      any.erase(ai);
+      ++outstanding_;  // the any-source reservation now completes through this endpoint
+    } else {
+      recvs_.erase(ri);
+    }
+    im.dest = Dest::kUser;
+    im.base = static_cast<uint8_t*>(im.req.buf);
+  }
+  free_.pop_back();
+  im.active = true;
+  im.complete = im.claimed = im.claim_err = false;
+  im.seq = seq;
+  im.tag = tag;
+  im.len = len;
+  im.arrival = t_->arrivals_++;
+  if (im.dest == Dest::kUser && len > im.req.len) reject(m, Code::kInvalidArgument);
+  return m;
+}
+
+inline void EndpointCore::finish(int m) {
+  InMsg& im = msgs_[static_cast<size_t>(m)];
+  ++t_->counters_.msgs_received;
+  switch (im.dest) {
+    case Dest::kUser:
+      complete(im.req.wr_id, im.tag, im.len, Op::kRecv, Code::kOk);
+      release(m);
+      break;
+    case Dest::kDrain:
+      release(m);
+      break;
+    case Dest::kUnexpected:
+      im.complete = true;
+      if (im.claimed) deliver(m);
+      break;
+  }
+}
+
+inline void EndpointCore::release(int m) {
+  InMsg& im = msgs_[static_cast<size_t>(m)];
+  if (im.dest == Dest::kUnexpected) {
+    t_->store_.give(std::move(im.ubuf), im.len);
+    if (im.unode >= 0) unexp_.erase(im.unode);
+    im.unode = -1;
+  }
+  im.base = nullptr;
+  im.active = false;
+  im.dest = Dest::kUser;
+  free_.push_back(m);  // capacity reserved at init: no allocation
+}
+
+template <class Keep>
+void EndpointCore::fail_receives(Code code, Keep keep) {
+  while (recvs_.head() >= 0) {
+    const int ri = recvs_.head();
+    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
+    recvs_.erase(ri);
+  }
+  for (int m = 0; m < max_msgs(); ++m) {
+    InMsg& im = msgs_[static_cast<size_t>(m)];
+    if (!im.active || keep(m)) continue;
+    const bool owed = im.dest == Dest::kUser || (im.claimed && !im.claim_err);
+    if (owed) complete(im.req.wr_id, im.tag, 0, Op::kRecv, code);
+    release(m);
+  }
+}
+
+template <class Prep>
+Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep prep) {
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    const int m = find_unexpected(r.tag);
+    // A peer that left in order left messages behind: they can still be received.
+    Status st = failed() && m < 0 ? error_ : prep(r);
+    if (!st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if ((m < 0 && recvs_.full()) || !reserve()) break;
+    if (m >= 0)
+      bind(m, r);
+    else
+      recvs_.push_back(TransportCore::Posted{r, t_->next_post_seq()});
+  }
+  return n;
+}
+
+}  // namespace gw::core
+
+namespace gw::core {
+
+[[gnu::cold]] Status bad_send(const char* driver, const std::string& peer, const SendRequest& r,
+                              uint64_t max_message);
+[[gnu::cold]] Status bad_recv(const char* driver, const std::string& peer, const RecvRequest& r);
+
+/// The checks of gw_transport.h's request rules, the same for every driver.
+inline Status check_send(const char* driver, const std::string& peer, const SendRequest& r,
+                         uint64_t max_message) {
+  if (r.tag == kAnyTag || (r.buf == nullptr && r.len > 0) || r.len > max_message ||
+      (r.mr && !r.mr->contains(r.buf, r.len))) [[unlikely]]
+    return bad_send(driver, peer, r, max_message);
+  return Status();
+}
+inline Status check_recv(const char* driver, const std::string& peer, const RecvRequest& r) {
+  if ((r.buf == nullptr && r.len > 0) || (r.mr && !r.mr->contains(r.buf, r.len))) [[unlikely]]
+    return bad_recv(driver, peer, r);
+  return Status();
+}
+
+}  // namespace gw::core

@@ -1,0 +1,92 @@
+/// @file gw_core_sink.h
+/// Two pieces of the transport core that hold no policy of a driver: the completion sink
+/// (reserve before you accept a request, so a completion is never dropped) and the store of
+/// unexpected messages (a byte budget; beyond it the driver back-pressures its peer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "gw_slots.h"
+#include "gw_transport.h"
+
+namespace gw::core {
+
+/// Finished requests waiting for CompletionQueue::poll. A request is accepted only after
+/// reserve() succeeded (at most `depth` at a time: the caller's back-pressure), and an endpoint
+/// reserves one event slot for its failure at connect time (outside `depth`), so push()
+/// always has room.
+class CompletionSink {
+ public:
+  void init(size_t depth);
+  /// One completion for a request about to be accepted; false when `depth` are outstanding.
+  bool reserve() {
+    if (requests_ >= depth_) return false;
+    ++requests_;
+    return true;
+  }
+  void unreserve(size_t n) { requests_ -= n; }
+  /// One endpoint-error event that cannot be refused; grows the ring at connect time so that
+  /// push() never lacks room.
+  void reserve_event();
+  void release_event() { --events_; }
+  void push(const Completion& c) {
+    if (ring_.full()) [[unlikely]]
+      return overflow(c);
+    ring_.push(c);
+  }
+  /// Move finished requests to `out`, releasing their reservations.
+  size_t drain(std::span<Completion> out) {
+    size_t k = 0;
+    for (; k < out.size() && !ring_.empty(); ++k) {
+      out[k] = ring_.front();
+      ring_.pop();
+      release(out[k]);
+    }
+    return k;
+  }
+  bool empty() const { return ring_.empty(); }
+  size_t size() const { return ring_.size(); }
+  /// Drop the completions of a destroyed endpoint (they reach nobody).
+  void purge(const Endpoint* ep);
+  size_t requests() const { return requests_; }
+  size_t depth() const { return depth_; }
+
+ private:
+  void release(const Completion& c) { --(c.op == Op::kEndpointError ? events_ : requests_); }
+  [[gnu::cold]] void overflow(const Completion& c);
+  void grow(size_t cap);
+  Ring<Completion> ring_;
+  size_t depth_ = 0, events_ = 0, requests_ = 0;
+};
+
+/// A buffer for one unexpected message.
+struct UBuf {
+  std::unique_ptr<uint8_t[]> p;
+  size_t cap = 0;
+};
+
+/// Buffers of unexpected messages, at most `budget` bytes in use. Freed buffers are kept and
+/// reused for any message of at least half their size, so a steady stream of early arrivals
+/// does not allocate.
+class UnexpectedStore {
+ public:
+  void init(uint64_t budget) { budget_ = budget; }
+  /// A buffer for `len` bytes. False: the budget is spent (or memory is short) -- leave the
+  /// message in the network and try again once a receive consumed buffered ones.
+  bool take(uint64_t len, UBuf* out);
+  /// Return a buffer taken for a message of `len` bytes.
+  void give(UBuf b, uint64_t len);
+  uint64_t used() const { return used_; }
+  uint64_t budget() const { return budget_; }
+
+ private:
+  static constexpr size_t kKeep = 16;
+  UBuf kept_[kKeep];
+  size_t nkept_ = 0, kept_bytes_ = 0;
+  uint64_t used_ = 0, budget_ = 0;
+};
+
+}  // namespace gw::core

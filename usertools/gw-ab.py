@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""A/B of two gradwire builds on the same workloads, interleaved round by round.
+
+  usertools/gw-ab.py OLD_BUILD NEW_BUILD [--rounds N] [--only NAME,...]
+
+Each round runs every workload once per build, the order of the builds alternating between
+rounds (this machine is shared and noisy: only paired ratios mean something). Prints, per
+workload, each build's median and the median [min, max] of the per-round new/old ratios,
+oriented so that > 1 means the new build is faster. Builds need apps/gw-perf and
+apps/gw-coll-perf (configure with -Dtests=false for a quick old build).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+LO = "tcp:iface=lo"
+
+
+def memif(sock):
+    return "dpdk:vdev=net_memif0,role=auto,socket=%s" % sock
+
+
+# name, tool, args, json key, higher-is-better
+WORKLOADS = [
+    ("tcp 64 B busy ping-pong, us", "perf",
+     ["-t", LO, "--test", "lat", "-s", "64", "-n", "20000", "--busy"], "t_typical_us", False),
+    ("tcp 1 MiB bandwidth, MB/s", "perf",
+     ["-t", LO, "--test", "bw", "-s", "1M", "-n", "3000"], "bw_avg_MBps", True),
+    ("dpdk memif 64 B ping-pong, us", "perf",
+     ["-t", "MEMIF", "--test", "lat", "-s", "64", "-n", "20000", "--busy"], "t_typical_us",
+     False),
+    ("dpdk memif 64 B rate, Mpps", "perf",
+     ["-t", "MEMIF", "--test", "bw", "-s", "64", "-n", "200000"], "msg_rate_Mpps", True),
+    ("allreduce 4 KiB, 2 ranks tcp, us", "coll",
+     ["-t", LO, "-b", "4K", "-e", "4K", "-n", "2000", "-w", "100", "-c", "0"], "time_us",
+     False),
+    ("allreduce 64 MiB, 2 ranks tcp, us", "coll",
+     ["-t", LO, "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0"], "time_us", False),
+]
+
+
+def run_one(build, tool, args, key, tag):
+    exe = os.path.join(build, "apps", "gw-perf" if tool == "perf" else "gw-coll-perf",
+                       "gw-perf" if tool == "perf" else "gw-coll-perf")
+    sock = "/tmp/gw-ab-%d-%s.sock" % (os.getpid(), tag)
+    args = [memif(sock) if a == "MEMIF" else a for a in args]
+    env = dict(os.environ, GW_LOG_LEVEL="error")
+    try:
+        out = subprocess.run([exe, "--ranks", "2", "--json"] + args, env=env, timeout=300,
+                             capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        if os.path.exists(sock):
+            os.unlink(sock)
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            return float(json.loads(line)[key])
+    sys.stderr.write("%s failed (rc %d): %s\n" % (exe, out.returncode, out.stderr[-300:]))
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated substrings of workload names")
+    o = ap.parse_args()
+    wl = [w for w in WORKLOADS if not o.only or any(s in w[0] for s in o.only.split(","))]
+    res = {w[0]: {"old": [], "new": [], "ratio": []} for w in wl}
+    load = open("/proc/loadavg").read().split()[:3]
+    print("# %s, load %s, %d rounds, old=%s new=%s" %
+          (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), " ".join(load), o.rounds,
+           o.old, o.new))
+    for r in range(o.rounds):
+        order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+        for name, tool, args, key, higher in wl:
+            got = {}
+            for b in order:
+                got[b] = run_one(getattr(o, b), tool, args, key, "%s%d" % (b, r))
+            if got["old"] is None or got["new"] is None:
+                continue
+            res[name]["old"].append(got["old"])
+            res[name]["new"].append(got["new"])
+            ratio = got["new"] / got["old"] if higher else got["old"] / got["new"]
+            res[name]["ratio"].append(ratio)
+        sys.stderr.write("round %d/%d done\n" % (r + 1, o.rounds))
+    print("| workload | old median | new median | new vs old (>1: new faster), median "
+          "[min, max] | rounds |")
+    print("|---|---:|---:|---|---:|")
+    for name, *_ in wl:
+        x = res[name]
+        if not x["ratio"]:
+            print("| %s | - | - | (failed) | 0 |" % name)
+            continue
+        print("| %s | %.3f | %.3f | %.3f [%.3f, %.3f] | %d |" %
+              (name, statistics.median(x["old"]), statistics.median(x["new"]),
+               statistics.median(x["ratio"]), min(x["ratio"]), max(x["ratio"]),
+               len(x["ratio"])))
+
+
+if __name__ == "__main__":
+    main()
