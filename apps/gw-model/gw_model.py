@@ -15,7 +15,7 @@ path for n ranks on H hosts of L ranks each, S bytes, link rate B:
   hier  reduce-scatter (L-1 steps of S/L) inside, ring across hosts of S/L per rank (the link
         carries L of them: 2(H-1)/H S), allgather inside
   ps    BSP, W workers and k servers on hosts of their own: push S then pull S; a server's link
-        carries W S/k each way, a worker's S
+        and stack carry W S/k each way, a worker's S; the server sums W S/k
 Usage:
   gw_model.py fit CALIB.jsonl [-o params.json]      fit and print each point: measured vs model
   gw_model.py predict [--params P] [--transport tcp] [--rate 1gbit] [--per-host L]
@@ -66,7 +66,8 @@ def _features(algo, n, hosts, per_host, size, rate_bps, servers):
     if algo == "ps":
         workers = n
         k = servers
-        return (4, 2 * S, 2 * max(S, workers * S / k) * link, workers * S / k)
+        busiest = 2 * max(S, workers * S / k)  # a worker's S each way, or a server's W S/k
+        return (4, busiest, busiest * link, workers * S / k)
     raise ValueError("unknown algorithm " + algo)
 
 
@@ -86,7 +87,9 @@ def point_features(pt):
         n = pt.get("workers", H * L - pt.get("servers", 1))
     else:
         n = H * L
-    ranks = H * L  # every rank of the bed on the machine's cores
+    # Ranks busy at once share the machine's cores: all of them in an allreduce; in the PS
+    # the servers' work is the critical path, and the workers wait meanwhile.
+    ranks = pt.get("servers", 1) if pt["algo"] == "ps" else H * L
     return features(pt["algo"], n, H, L, pt["bytes"], pt.get("rate_bps", 0),
                     pt.get("servers", 1), ranks / pt.get("cores", 2))
 

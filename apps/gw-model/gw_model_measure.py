@@ -68,6 +68,15 @@ def ps(args, hosts, rate, servers, sizes):
     return got
 
 
+def median_of(repeat, run):
+    """{size: median time} over `repeat` runs of run() -> {size: time}."""
+    got = {}
+    for _ in range(repeat):
+        for size, t in run().items():
+            got.setdefault(size, []).append(t)
+    return {s: sorted(v)[len(v) // 2] for s, v in got.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -79,6 +88,8 @@ def main():
     ap.add_argument("--servers", default="1,2")
     ap.add_argument("--sizes", default="64K,1M,16M")
     ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="bed runs per point; the median is kept (a shared machine is noisy)")
     ap.add_argument("--timeout", type=int, default=300)
     a = ap.parse_args()
     sizes = [int(s[:-1]) << {"K": 10, "M": 20, "G": 30}[s[-1]] if s[-1] in "KMG" else int(s)
@@ -92,9 +103,10 @@ def main():
                         continue
                     if algo == "ps":
                         runs = [(k, size, t) for k in map(int, a.servers.split(",")) if k < hosts
-                                for size, t in ps(a, hosts, rate, k, sizes).items()]
+                                for size, t in median_of(a.repeat, lambda: ps(a, hosts, rate, k,
+                                                                            sizes)).items()]
                     else:
-                        got = coll(a, hosts, per, rate, algo, sizes)
+                        got = median_of(a.repeat, lambda: coll(a, hosts, per, rate, algo, sizes))
                         runs = [(0, size, got.get(size)) for size in sizes]
                     for k, size, t in runs:
                         if t is None:

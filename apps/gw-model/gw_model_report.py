@@ -70,18 +70,38 @@ def predict_report(p, transport, rate, L, ns, sizes, servers, svg_dir):
         plots(p, rate, L, ns, sizes, ks, svg_dir, transport)
 
 
-def crossover_size(f, lo=1 << 10, hi=10 << 30):
-    """Smallest size in [lo, hi] (geometric steps of 2^0.25) where f(size) is true, or None."""
-    s = float(lo)
+def grid(lo=1 << 10, hi=10 << 30):
+    """Sizes 1 KiB .. 10 GiB, four per octave."""
+    s, out = float(lo), []
     while s <= hi:
-        if f(s):
-            return s
+        out.append(s)
         s *= 2 ** 0.25
-    return None
+    return out
+
+
+def crossover_size(f):
+    """Smallest size of the grid where f(size) is true, or None."""
+    return next((s for s in grid() if f(s)), None)
+
+
+def ranges(f):
+    """The size ranges of the grid where f(size) is true, as text ("never" if none)."""
+    out, start, prev = [], None, None
+    for s in grid():
+        if f(s) and start is None:
+            start = s
+        if not f(s) and start is not None:
+            out.append("%s..%s" % (m.human(start), m.human(prev)))
+            start = None
+        prev = s
+    if start is not None:
+        out.append("%s and up" % m.human(start))
+    return ", ".join(out) or "never"
 
 
 def crossovers(p, rate, L, ns, ks):
-    print("# crossovers (smallest size where the second is faster)")
+    print("# crossovers: rd->ring = smallest size where the ring is faster; ring->hier likewise; "
+          "ps k = sizes where a PS with k servers beats every allreduce")
     for n in ns:
         if n % L or n < 2:
             continue
@@ -92,15 +112,10 @@ def crossovers(p, rate, L, ns, ks):
         if L > 1 and H > 1:
             hier = lambda s: m.predict(p, "hier", n, H, L, s, rate)
             line += ", ring->hier at %s" % fmt_opt(crossover_size(lambda s: hier(s) < ring(s)))
-        wins = []
-        for k in ks:
-            if k > n:
-                continue
-            ps = lambda s: m.predict(p, "ps", n, n, 1, s, rate, k)
-            best = lambda s: min(ring(s), rd(s))
-            at = crossover_size(lambda s: ps(s) < best(s))
-            wins.append("k=%d %s" % (k, "from " + m.human(at) if at else "never"))
-        print(line + "; ps beats ring/rd: " + ", ".join(wins))
+        best = lambda s: min(times(p, n, L, s, rate, [])[0].values())
+        wins = ["k=%d %s" % (k, ranges(lambda s, k=k: m.predict(p, "ps", n, n, 1, s, rate, k)
+                                        < best(s))) for k in ks if k <= n]
+        print(line + "; ps wins: " + "; ".join(wins))
 
 
 def fmt_opt(s):
