@@ -5,7 +5,7 @@ import os
 import gw_model as m
 
 ALGOS = ("ring", "rd", "hier")
-COLORS = {"ring": "#1f77b4", "rd": "#ff7f0e", "hier": "#2ca02c", "ps": "#d62728"}
+COLORS = {"ring": "#1f77b4", "rd": "#ff7f0e", "hier": "#2ca02c"}
 
 
 def print_fit(params, errs):
@@ -150,7 +150,8 @@ def svg_plot(path, title, xlabel, ylabel, series):
     o.append('<text x="16" y="%d" transform="rotate(-90 16 %d)" text-anchor="middle">%s</text>'
              % (Hh / 2, Hh / 2, ylabel))
     for i, (name, s) in enumerate(series.items()):
-        color = COLORS.get(name.split("(")[0], ["#9467bd", "#8c564b", "#e377c2"][i % 3])
+        shades = ["#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]  # one per PS k
+        color = COLORS.get(name, shades[i % len(shades)])
         line = " ".join("%.1f,%.1f" % (X(x), Y(y)) for x, y in s if y > 0)
         o.append('<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>' % (color, line))
         o.append('<text x="%d" y="%d" fill="%s">%s</text>' % (W - R + 8, T + 16 * i + 10, color,
