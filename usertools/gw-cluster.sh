@@ -107,8 +107,16 @@ up() {
   echo "gw-cluster: $id up: $hosts hosts, links $rate (tbf burst $b B, queue $queue), 10.77.0.1-$hosts"
 }
 
+pids=()
+# Ranks still running when the script exits (failure, Ctrl-C): timeout passes TERM on to them.
+stop() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  return 0
+}
+
 run() {
-  local dir=${logs:-$(mktemp -d /tmp/gw-cluster.XXXXXX)} world=$((hosts * per)) pids=() r h l
+  local dir=${logs:-$(mktemp -d /tmp/gw-cluster.XXXXXX)} world=$((hosts * per)) r h l
   mkdir -p "$dir"
   for h in $(seq 1 "$hosts"); do
     for l in $(seq 0 $((per - 1))); do
@@ -144,7 +152,7 @@ case "$cmd" in
   up) up || { down; exit 1; } ;;
   run)
     [ $# -gt 0 ] || usage
-    trap 'down' EXIT
+    trap 'stop; down' EXIT
     trap 'exit 130' INT TERM
     up || exit 1
     run "$@"
