@@ -1,5 +1,10 @@
 // Group::create: exchange addresses through the store, then connect every pair.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <vector>
 
 #include "gw_group.h"
@@ -40,11 +45,25 @@ Result<std::vector<int>> missing_ranks(Store& store, const std::vector<std::stri
   return missing;
 }
 
+// GW_HOST, else hostname + network namespace: namespaces of one machine share its hostname
+// but not its links, so a namespace test bed's hosts stay apart.
+std::string host_label(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("GW_HOST");
+  if (env && *env) return env;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) name[0] = 0;
+  std::error_code ec;
+  auto ns = std::filesystem::read_symlink("/proc/self/ns/net", ec);
+  return std::string(name) + "/" + (ec ? std::string("?") : ns.string());
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
                                              std::unique_ptr<Transport> transport, int rank,
-                                             int size, Nanos timeout, const std::string& prefix) {
+                                             int size, Nanos timeout, const std::string& prefix,
+                                             const std::string& host) {
   if (!store || !transport) {
     return Status(Code::kInvalidArgument, "group: store and transport must not be null");
   }
@@ -61,12 +80,16 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   g->store_ = std::move(store);
   g->transport_ = std::move(transport);
   g->eps_.resize(static_cast<size_t>(size));
+  g->hosts_.assign(static_cast<size_t>(size), 0);
   if (size == 1) return g;
 
   std::string where = "group rank " + std::to_string(rank);
   std::vector<std::string> keys;
   for (int p = 0; p < size; ++p) keys.push_back(prefix + "/addr/" + std::to_string(p));
   Transport& tr = *g->transport_;
+  // Set before the address: a rank whose address is there has published its host too.
+  GW_RETURN_IF_ERROR(g->store_->set(prefix + "/host/" + std::to_string(rank), host_label(host))
+                         .with_context(where));
   GW_RETURN_IF_ERROR(
       g->store_->set(keys[static_cast<size_t>(rank)], tr.address().bytes()).with_context(where));
 
@@ -104,6 +127,14 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
     }
     addrs[static_cast<size_t>(p)] = *addr;
   }
+  std::map<std::string, int> host_ids;
+  for (int p = 0; p < size; ++p) {
+    GW_ASSIGN_OR_RETURN(
+        auto h, g->store_->get(prefix + "/host/" + std::to_string(p), deadline.remaining()));
+    auto it = host_ids.emplace(h, static_cast<int>(host_ids.size())).first;
+    g->hosts_[static_cast<size_t>(p)] = it->second;
+  }
+  g->num_hosts_ = static_cast<int>(host_ids.size());
 
   // Active connects never wait for the peer's process, so dialling every higher rank first and
   // then accepting every lower one cannot deadlock.

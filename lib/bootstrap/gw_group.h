@@ -18,18 +18,25 @@ class Group {
   /// connect all pairs before `timeout`: the lower rank dials, each rank dials all its higher
   /// peers before accepting its lower ones. The pair's ConnectParams::key is unique within the
   /// group and differs between prefixes. Size 1 makes no endpoints.
+  /// Every rank also publishes its host under "<prefix>/host/<rank>": `host`, else GW_HOST,
+  /// else the hostname and network namespace (ranks of one namespace share their host, so
+  /// each namespace of a test bed is a host of its own). Collectives use it (hierarchical).
   /// @return Timeout naming the ranks that never showed up; InvalidArgument for a bad rank/size
   ///         or a peer on another driver; the connect error with "group rank R: connect to
   ///         rank P"; the store's errors.
   static Result<std::unique_ptr<Group>> create(std::shared_ptr<Store> store,
                                                std::unique_ptr<Transport> transport, int rank,
                                                int size, Nanos timeout,
-                                               const std::string& prefix = "gw");
+                                               const std::string& prefix = "gw",
+                                               const std::string& host = "");
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// Endpoint to `peer` (peer != rank()).
   Endpoint& endpoint(int peer) { return *eps_[peer]; }
+  /// Host of rank `r`: 0..num_hosts()-1, numbered in the order of each host's lowest rank.
+  int host_of(int r) const { return hosts_[static_cast<size_t>(r)]; }
+  int num_hosts() const { return num_hosts_; }
   Transport& transport() { return *transport_; }
   Store& store() { return *store_; }
   const std::shared_ptr<Store>& store_ptr() const { return store_; }
@@ -38,6 +45,8 @@ class Group {
   Group() = default;
   int rank_ = 0;
   int size_ = 0;
+  int num_hosts_ = 1;
+  std::vector<int> hosts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Transport> transport_;  // declared before eps_: endpoints die first
   std::vector<std::unique_ptr<Endpoint>> eps_;

@@ -122,7 +122,8 @@ GW_API gw_status_t gw_transport_close(gw_transport_t* transport);
  *  GW_ERR_TIMEOUT (naming the missing ranks), GW_ERR_INVALID_ARGUMENT, connect errors. */
 GW_API gw_status_t gw_comm_init_env(gw_transport_t* transport, int64_t timeout_ms, gw_comm_t** out);
 /** As gw_comm_init_env, with rank and size given and addresses exchanged through `rdzv`
- *  (keys "gw/addr/<rank>"; prefix them in the callbacks to share a store between groups). */
+ *  (keys "gw/addr/<rank>" and "gw/host/<rank>"; prefix them in the callbacks to share a store
+ *  between groups). */
 GW_API gw_status_t gw_comm_init_rendezvous(gw_transport_t* transport, const gw_rendezvous_t* rdzv,
                                            int rank, int size, int64_t timeout_ms, gw_comm_t** out);
 /** Destroy a communicator with its transport, requests and registrations. */

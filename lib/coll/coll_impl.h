@@ -57,7 +57,7 @@ class RegBuf {
   MemoryRegion mr_;
 };
 
-enum class Engine : uint8_t { kNone, kRing, kRd, kP2p };
+enum class Engine : uint8_t { kNone, kRing, kRd, kP2p, kHier };
 
 /// One step of recursive doubling (including the fold-in/fold-out of the ranks beyond the
 /// largest power of two).
@@ -106,7 +106,15 @@ struct Task {
   uint32_t hdr_pending = 0;
   std::vector<uint8_t> unit_done;
 
-  // Ring geometry.
+  // Ring geometry: a ring over `ring_n` ranks (ring_ranks[i], or rank i when null) on the
+  // elements [ring_off, ring_off + ring_count) of the vector, this rank's input in ring_in.
+  const int* ring_ranks = nullptr;
+  int ring_n = 1, ring_pos = 0;
+  size_t ring_off = 0, ring_count = 0;
+  const uint8_t* ring_in = nullptr;
+  uint32_t avg_div = 0;     ///< kAvg divisor at the last reduce-scatter step (0: none)
+  uint32_t unit_base = 0;   ///< added to units on the wire: hierarchy phases apart
+  int phase = 0;            ///< hierarchical: 0 intra-host, 1 across hosts, 2 intra-host, 3 done
   size_t chunk = 1;         ///< elements per chunk
   uint32_t C = 1;           ///< chunks per segment
   uint32_t rs = 0, ag = 0;  ///< steps of the reduce-scatter and allgather phases
@@ -146,6 +154,10 @@ struct Communicator::Impl {
   uint32_t max_outstanding = 64;
   uint32_t seq = 0;
   Status broken;
+  // Hierarchy (coll_hier.cc): ranks of this host, and of this local index on every host.
+  bool hier_ok = false;
+  std::vector<int> local_ranks, cross_ranks;
+  int local_pos = 0, cross_pos = 0;
   std::array<coll::Task, kSlots> ops;
   std::vector<std::pair<std::pair<const void*, size_t>, MemoryRegion>> user_mrs;
   std::array<Completion, 64> comps;
@@ -186,6 +198,13 @@ struct Communicator::Impl {
   Status ring_setup(coll::Task& op);
   Status ring_advance(coll::Task& op);
   Status ring_on_recv(coll::Task& op, uint32_t unit, size_t len);
+  /// Start a ring of op.rs reduce-scatter and op.ag allgather steps on op's ring geometry.
+  Status ring_start(coll::Task& op);
+  // Hierarchical allreduce (coll_hier.cc).
+  void hier_init();
+  Algo auto_algo(size_t bytes) const;
+  Status hier_setup(coll::Task& op);
+  Status hier_advance(coll::Task& op);
   Status rd_setup(coll::Task& op);
   Status rd_advance(coll::Task& op);
   Status rd_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);

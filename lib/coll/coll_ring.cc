@@ -27,13 +27,13 @@ struct UnitIo {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// Chunk k of segment x: [off, off + len) in elements of the whole vector.
+// Chunk k of segment x of the ring's part: [off, off + len) in elements of the whole vector.
 void chunk_of(const Task& op, int n, int x, uint32_t k, size_t* off, size_t* len) {
-  size_t seg_off = 0, seg_len = op.count;
+  size_t seg_off = op.ring_off, seg_len = op.ring_count;
   if (op.kind != Kind::kBroadcast) {
-    const size_t base = op.count / static_cast<size_t>(n), rem = op.count % static_cast<size_t>(n);
+    const size_t base = seg_len / static_cast<size_t>(n), rem = seg_len % static_cast<size_t>(n);
     const auto ux = static_cast<size_t>(x);
-    seg_off = ux * base + std::min(ux, rem);
+    seg_off += ux * base + std::min(ux, rem);
     seg_len = base + (ux < rem ? 1 : 0);
   }
   const size_t b = std::min(seg_len, size_t{k} * op.chunk);
@@ -41,8 +41,14 @@ void chunk_of(const Task& op, int n, int x, uint32_t k, size_t* off, size_t* len
   *len = std::min(seg_len - b, op.chunk);
 }
 
-UnitIo unit_io(const Communicator::Impl& im, const Task& op, uint32_t u) {
-  const int n = im.n, r = im.rank;
+// Peer at ring position `pos`.
+int ring_peer(const Task& op, int pos) {
+  pos = mod(pos, op.ring_n);
+  return op.ring_ranks ? op.ring_ranks[pos] : pos;
+}
+
+UnitIo unit_io(const Task& op, uint32_t u) {
+  const int n = op.ring_n, r = op.ring_pos;
   UnitIo io;
   io.step = u / op.C;
   io.chunk = u % op.C;
@@ -63,7 +69,7 @@ UnitIo unit_io(const Communicator::Impl& im, const Task& op, uint32_t u) {
   if (io.step < op.rs) {  // reduce-scatter: send segment r-s-1, receive and reduce r-s-2
     chunk_of(op, n, mod(r - s - 1, n), io.chunk, &io.soff, &io.slen);
     chunk_of(op, n, mod(r - s - 2, n), io.chunk, &io.off, &io.len);
-    io.src = (s == 0 ? op.in : op.work) + io.soff * op.es;
+    io.src = (s == 0 ? op.ring_in : op.work) + io.soff * op.es;
     io.dep = s == 0 ? -1 : int64_t{u} - op.C;
     io.reduce = io.scratch = true;
     io.dst = op.scratch.data() + size_t{u % op.depth} * op.chunk * op.es;
@@ -82,16 +88,32 @@ UnitIo unit_io(const Communicator::Impl& im, const Task& op, uint32_t u) {
 
 Status Communicator::Impl::ring_setup(Task& op) {
   op.engine = coll::Engine::kRing;
-  op.chunk = std::max<size_t>(1, chunk_bytes / op.es);
-  const size_t seg_max =
-      op.kind == Kind::kBroadcast ? op.count : (op.count + static_cast<size_t>(n) - 1) / n;
-  op.C = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + op.chunk - 1) / op.chunk));
+  op.ring_ranks = nullptr;
+  op.ring_n = n;
+  op.ring_pos = rank;
+  op.ring_off = 0;
+  op.ring_count = op.count;
+  op.ring_in = op.in;
+  op.avg_div = static_cast<uint32_t>(n);
+  op.unit_base = 0;
+  op.phase = 0;
   const bool has_rs = op.kind == Kind::kAllreduce || op.kind == Kind::kReduceScatter;
   const bool has_ag = op.kind == Kind::kAllreduce || op.kind == Kind::kAllgather;
   op.rs = has_rs ? static_cast<uint32_t>(n - 1) : 0;
   op.ag = has_ag ? static_cast<uint32_t>(n - 1) : 0;
+  return ring_start(op);
+}
+
+Status Communicator::Impl::ring_start(Task& op) {
+  const int rn = op.ring_n;
+  op.chunk = std::max<size_t>(1, chunk_bytes / op.es);
+  const size_t seg_max = op.kind == Kind::kBroadcast
+                             ? op.ring_count
+                             : (op.ring_count + static_cast<size_t>(rn) - 1) / rn;
+  op.C = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + op.chunk - 1) / op.chunk));
   op.depth = depth;
-  const int next = mod(rank + 1, n), prev = mod(rank - 1, n);
+  op.next_send = op.next_recv = 0;
+  const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
   if (op.kind == Kind::kBroadcast) {
     const int d = mod(rank - op.root, n);
     op.units = op.C;
@@ -101,9 +123,14 @@ Status Communicator::Impl::ring_setup(Task& op) {
     GW_RETURN_IF_ERROR(post_headers(op, to, from));
   } else {
     op.units = (op.rs + op.ag) * op.C;
-    op.sends_total = op.recvs_total = op.units;
-    const int to[] = {next}, from[] = {prev};
-    GW_RETURN_IF_ERROR(post_headers(op, to, from));
+    op.sends_total += op.units;
+    op.recvs_total += op.units;
+    // Header unit = phase: each phase of a hierarchical allreduce checks its own ring.
+    int to[4] = {-1, -1, -1, -1}, from[4] = {-1, -1, -1, -1};
+    to[op.phase] = next;
+    from[op.phase] = prev;
+    const auto k = static_cast<size_t>(op.phase) + 1;
+    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}));
   }
   op.unit_done.assign(op.units, 0);  // reuses capacity: no allocation for a repeated size
   if (op.rs) {
@@ -111,7 +138,7 @@ Status Communicator::Impl::ring_setup(Task& op) {
   }
   if (op.kind == Kind::kAllgather) {
     size_t off, len;
-    chunk_of(op, n, rank, 0, &off, &len);
+    chunk_of(op, n, op.ring_pos, 0, &off, &len);
     const size_t block = op.count / static_cast<size_t>(n);
     if (op.work + off * op.es != op.in && block)
       std::memcpy(op.work + off * op.es, op.in, block * op.es);
@@ -120,9 +147,9 @@ Status Communicator::Impl::ring_setup(Task& op) {
 }
 
 Status Communicator::Impl::ring_advance(Task& op) {
-  const int next = mod(rank + 1, n), prev = mod(rank - 1, n);
+  const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
   while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
-    const UnitIo io = unit_io(*this, op, op.next_send);
+    const UnitIo io = unit_io(op, op.next_send);
     if (io.send) {
       if (io.dep >= 0 && !op.unit_done[static_cast<size_t>(io.dep)]) break;
       // Reduce-scatter sends run at most `depth` units ahead of this rank's own receives: the
@@ -130,18 +157,20 @@ Status Communicator::Impl::ring_advance(Task& op) {
       // its slot is posted is buffered and copied once more by the transport.
       const uint32_t u = op.next_send;
       if (io.scratch && u >= op.depth && !op.unit_done[u - op.depth]) break;
-      GW_ASSIGN_OR_RETURN(bool took, send(op, next, io.src, io.slen * op.es, op.next_send));
+      GW_ASSIGN_OR_RETURN(bool took,
+                          send(op, next, io.src, io.slen * op.es, op.unit_base + op.next_send));
       if (!took) break;
       ++op.inflight_sends;
     }
     ++op.next_send;
   }
   while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
-    const UnitIo io = unit_io(*this, op, op.next_recv);
+    const UnitIo io = unit_io(op, op.next_recv);
     if (io.recv) {
       // A scratch slot is reused by unit u + depth once unit u is reduced.
       if (io.scratch && op.next_recv >= op.depth && !op.unit_done[op.next_recv - op.depth]) break;
-      GW_ASSIGN_OR_RETURN(bool took, recv(op, prev, io.dst, io.len * op.es, op.next_recv));
+      GW_ASSIGN_OR_RETURN(bool took,
+                          recv(op, prev, io.dst, io.len * op.es, op.unit_base + op.next_recv));
       if (!took) break;
       ++op.inflight_recvs;
     }
@@ -151,14 +180,15 @@ Status Communicator::Impl::ring_advance(Task& op) {
 }
 
 Status Communicator::Impl::ring_on_recv(Task& op, uint32_t unit, size_t len) {
+  unit -= op.unit_base;  // wraps to a huge value for a unit of another phase: rejected below
   if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
-  const UnitIo io = unit_io(*this, op, unit);
+  const UnitIo io = unit_io(op, unit);
   if (len != io.len * op.es) {
     return Status(Code::kInvalidArgument,
-                  where(op) + ": rank " + std::to_string(mod(rank - 1, n)) + " sent " +
-                      std::to_string(len) + " bytes for chunk " + std::to_string(io.chunk) +
-                      " of step " + std::to_string(io.step) + ", this rank expected " +
-                      std::to_string(io.len * op.es) +
+                  where(op) + ": rank " + std::to_string(ring_peer(op, op.ring_pos - 1)) +
+                      " sent " + std::to_string(len) + " bytes for chunk " +
+                      std::to_string(io.chunk) + " of step " + std::to_string(io.step) +
+                      ", this rank expected " + std::to_string(io.len * op.es) +
                       ": the ranks called the collective with different counts or dtypes");
   }
   if (io.reduce) {
@@ -166,10 +196,10 @@ Status Communicator::Impl::ring_on_recv(Task& op, uint32_t unit, size_t len) {
     uint8_t* dst = op.work + io.off * op.es;
     if (last && op.kind == Kind::kReduceScatter) {
       const size_t block = op.count / static_cast<size_t>(n);
-      dst = op.out + (io.off - block * static_cast<size_t>(rank)) * op.es;
+      dst = op.out + (io.off - block * static_cast<size_t>(op.ring_pos)) * op.es;
     }
-    const uint32_t div = last && op.rop == ReduceOp::kAvg ? static_cast<uint32_t>(n) : 0;
-    coll::reduce(op.dt, op.rop, dst, op.in + io.off * op.es, io.dst, io.len, div);
+    const uint32_t div = last && op.rop == ReduceOp::kAvg ? op.avg_div : 0;
+    coll::reduce(op.dt, op.rop, dst, op.ring_in + io.off * op.es, io.dst, io.len, div);
   }
   op.unit_done[unit] = 1;
   ++op.recvs_done;

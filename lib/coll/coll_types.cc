@@ -28,8 +28,10 @@ constexpr std::pair<const char*, ReduceOp> kOpNames[] = {{"sum", ReduceOp::kSum}
                                                          {"min", ReduceOp::kMin},
                                                          {"max", ReduceOp::kMax},
                                                          {"avg", ReduceOp::kAvg}};
-constexpr std::pair<const char*, Algo> kAlgoNames[] = {
-    {"auto", Algo::kAuto}, {"ring", Algo::kRing}, {"rd", Algo::kRecursiveDoubling}};
+constexpr std::pair<const char*, Algo> kAlgoNames[] = {{"auto", Algo::kAuto},
+                                                       {"ring", Algo::kRing},
+                                                       {"rd", Algo::kRecursiveDoubling},
+                                                       {"hier", Algo::kHierarchical}};
 
 }  // namespace
 

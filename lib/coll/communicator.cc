@@ -132,6 +132,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
     impl->max_outstanding = static_cast<uint32_t>(std::min<size_t>(props.max_outstanding / 2, 64));
   impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
   impl->user_mrs.reserve(kMaxUserMrs);
+  impl->hier_init();
   log::get("gw.coll")->debug(
       "coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
       "kernels {}",
@@ -139,9 +140,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
-Algo Communicator::choose_algo(size_t bytes) const {
-  return bytes <= impl_->rd_max_bytes ? Algo::kRecursiveDoubling : Algo::kRing;
-}
+Algo Communicator::choose_algo(size_t bytes) const { return impl_->auto_algo(bytes); }
 
 std::string Communicator::Impl::where(const Task& op) const {
   return coll::describe(op.desc) + " on rank " + std::to_string(rank) + " of " + std::to_string(n);
@@ -194,9 +193,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
   op->rd_steps = op->rd_cur = op->rd_left = 0;
   if (kind == Kind::kAllreduce) {
-    op->algo = call.algo == Algo::kAuto
-                   ? (count * op->es <= rd_max_bytes ? Algo::kRecursiveDoubling : Algo::kRing)
-                   : call.algo;
+    op->algo = call.algo == Algo::kAuto ? auto_algo(count * op->es) : call.algo;
   }
   op->desc = coll::Desc{0x67776331u,
                         static_cast<uint8_t>(kind),
@@ -230,6 +227,8 @@ Result<CollHandle> Communicator::Impl::launch(Task& op) {
   } else if (op.kind == Kind::kBarrier ||
              (op.kind == Kind::kAllreduce && op.algo == Algo::kRecursiveDoubling)) {
     st = rd_setup(op);
+  } else if (op.kind == Kind::kAllreduce && op.algo == Algo::kHierarchical) {
+    st = hier_setup(op);
   } else {
     st = ring_setup(op);
   }
@@ -338,7 +337,9 @@ Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
 
 Status Communicator::Impl::advance(Task& op) {
   if (op.done || op.engine == coll::Engine::kP2p) return Status();
-  Status st = op.engine == coll::Engine::kRd ? rd_advance(op) : ring_advance(op);
+  Status st = op.engine == coll::Engine::kRd     ? rd_advance(op)
+              : op.engine == coll::Engine::kHier ? hier_advance(op)
+                                                 : ring_advance(op);
   if (!st.ok()) return st;
   maybe_complete(op);
   return Status();
@@ -348,6 +349,7 @@ void Communicator::Impl::maybe_complete(Task& op) {
   if (!op.done) {
     if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending) return;
     if (op.engine == coll::Engine::kRd && op.rd_cur < op.rd_steps) return;
+    if (op.engine == coll::Engine::kHier && op.phase < 3) return;
     op.done = true;
   }
   if (!op.status.ok()) return;

@@ -27,8 +27,11 @@ inline constexpr int kNumDataTypes = 7;
 enum class ReduceOp : uint8_t { kSum = 0, kProd, kMin, kMax, kAvg };
 inline constexpr int kNumReduceOps = 5;
 
-/// Allreduce algorithm. kAuto picks recursive doubling up to coll.rd_max_bytes, ring above.
-enum class Algo : uint8_t { kAuto = 0, kRing, kRecursiveDoubling };
+/// Allreduce algorithm. kAuto picks recursive doubling up to coll.rd_max_bytes; above it,
+/// hierarchical when the Group spans several hosts with the same number (> 1) of ranks each,
+/// else the ring. kHierarchical: reduce-scatter inside each host, allreduce of each rank's
+/// part across hosts (one ring per local rank), allgather inside each host (coll_hier.cc).
+enum class Algo : uint8_t { kAuto = 0, kRing, kRecursiveDoubling, kHierarchical };
 
 /// Bytes per element.
 constexpr size_t dtype_size(DataType t) {
@@ -52,7 +55,7 @@ constexpr size_t dtype_size(DataType t) {
 const char* dtype_name(DataType t);
 /// "sum", "prod", "min", "max", "avg".
 const char* op_name(ReduceOp op);
-/// "auto", "ring", "rd".
+/// "auto", "ring", "rd", "hier".
 const char* algo_name(Algo a);
 /// Parse the names above (also "half", "bf16", "fp32", "double", "int", ...).
 std::optional<DataType> parse_dtype(std::string_view name);

@@ -38,8 +38,11 @@ inline std::string transport_spec() {
 }
 
 /// Run fn(rank, comm) on `n` threads. The Communicator may be reset by fn (dead-peer tests).
+/// host(rank), when given, names each rank's host (Group::create's `host`): a simulated
+/// multi-host job on loopback.
 inline void run_ranks(int n, CommOptions opts,
-                      const std::function<void(int, std::unique_ptr<Rank>&)>& fn) {
+                      const std::function<void(int, std::unique_ptr<Rank>&)>& fn,
+                      const std::function<std::string(int)>& host = {}) {
   auto store = make_in_process_store();
   std::vector<std::thread> th;
   std::atomic<int> finished{0};
@@ -47,7 +50,8 @@ inline void run_ranks(int n, CommOptions opts,
     th.emplace_back([&, r] {
       auto t = Transport::open(transport_spec());
       ASSERT_TRUE(t.ok()) << t.status().to_string();
-      auto g = Group::create(store, std::move(t).value(), r, n, Millis(20000), "coll");
+      auto g = Group::create(store, std::move(t).value(), r, n, Millis(20000), "coll",
+                             host ? host(r) : std::string());
       ASSERT_TRUE(g.ok()) << g.status().to_string();
       auto rk = std::make_unique<Rank>();
       rk->group = std::move(g).value();

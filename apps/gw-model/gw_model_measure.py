@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Measure gw-model's calibration/validation points on the namespace test bed (root).
+
+Runs usertools/gw-cluster.sh for every shape and algorithm asked for, gw-coll-perf (allreduce)
+or gw-ps-perf (parameter server, BSP) inside it, and appends one JSON line per (shape, size) to
+the output file in gw_model.py's calibration format.
+  gw_model_measure.py --build build -o points.jsonl --transport tcp --rates 1gbit,200mbit \
+      --shapes 2x1,4x1,2x2,4x2 --algos ring,rd,hier,ps --sizes 64K,1M,16M
+A shape HxL is H hosts of L ranks; ps uses one rank per host, --servers of the hosts serving.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SPECS = {"tcp": "tcp:iface={iface}",
+         "dpdk": "dpdk:vdev=net_af_packet0;qdisc_bypass=0,iface={iface}"}
+
+
+def rate_bps(text):
+    t = text.lower().replace("bit", "")
+    return float(t.rstrip("kmg")) * {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1)
+
+
+def bed(args, hosts, per, rate, cmd, logs=None):
+    full = [os.path.join(ROOT, "usertools", "gw-cluster.sh"), "--hosts", str(hosts),
+            "--ranks-per-host", str(per), "--rate", rate, "--timeout", str(args.timeout)]
+    if logs:
+        full += ["--logs", logs]
+    r = subprocess.run(full + ["--"] + cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write("gw-model-measure: %s failed:\n%s%s" % (" ".join(cmd), r.stdout,
+                                                                 r.stderr[-2000:]))
+        return None
+    return r.stdout
+
+
+def coll(args, hosts, per, rate, algo, sizes):
+    """One bed run over all sizes (geometric: -b first -e last -f ratio). {size: time_us}."""
+    perf = os.path.join(args.build, "apps", "gw-coll-perf", "gw-coll-perf")
+    f = sizes[1] // sizes[0] if len(sizes) > 1 else 2
+    out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport], "-b", str(sizes[0]),
+                                       "-e", str(sizes[-1]), "-f", str(f), "-n", str(args.iters),
+                                       "-w", "1", "-c", "0", "--algo", algo, "--json"])
+    rows = [json.loads(line) for line in (out or "").splitlines() if line.startswith("{")]
+    return {r["size"]: r["time_us"] for r in rows}
+
+
+def ps(args, hosts, rate, servers, sizes):
+    """One bed run of gw-ps-perf over all sizes: {size: median push+pull us}."""
+    perf = os.path.join(args.build, "apps", "gw-ps-perf", "gw-ps-perf")
+    got = {}
+    with tempfile.TemporaryDirectory() as logs:
+        out = bed(args, hosts, 1, rate, [perf, "-t", SPECS[args.transport], "--servers",
+                                         str(servers), "-s", ",".join(map(str, sizes)), "-n",
+                                         str(args.iters), "--warmup", "1", "--no-ring"], logs)
+        if out is None:
+            return got
+        with open(os.path.join(logs, "rank%d.log" % servers)) as f:  # the first worker reports
+            for line in f:
+                cols = line.split()
+                if len(cols) >= 2 and cols[0].isdigit():
+                    got[int(cols[0])] = float(cols[1])
+    return got
+
+
+def median_of(repeat, run):
+    """{size: median time} over `repeat` runs of run() -> {size: time}."""
+    got = {}
+    for _ in range(repeat):
+        for size, t in run().items():
+            got.setdefault(size, []).append(t)
+    return {s: sorted(v)[len(v) // 2] for s, v in got.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--transport", default="tcp", choices=sorted(SPECS))
+    ap.add_argument("--rates", default="1gbit")
+    ap.add_argument("--shapes", default="2x1,4x1,2x2")
+    ap.add_argument("--algos", default="ring,rd,hier")
+    ap.add_argument("--servers", default="1,2")
+    ap.add_argument("--sizes", default="64K,1M,16M")
+    ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="bed runs per point; the median is kept (a shared machine is noisy)")
+    ap.add_argument("--timeout", type=int, default=300)
+    a = ap.parse_args()
+    sizes = [int(s[:-1]) << {"K": 10, "M": 20, "G": 30}[s[-1]] if s[-1] in "KMG" else int(s)
+             for s in a.sizes.split(",")]
+    with open(a.out, "a") as out:
+        for rate in a.rates.split(","):
+            for shape in a.shapes.split(","):
+                hosts, per = (int(x) for x in shape.split("x"))
+                for algo in a.algos.split(","):
+                    if (algo == "hier" and per < 2) or (algo == "ps" and per > 1):
+                        continue
+                    if algo == "ps":
+                        runs = [(k, size, t) for k in map(int, a.servers.split(",")) if k < hosts
+                                for size, t in median_of(a.repeat, lambda: ps(a, hosts, rate, k,
+                                                                            sizes)).items()]
+                    else:
+                        got = median_of(a.repeat, lambda: coll(a, hosts, per, rate, algo, sizes))
+                        runs = [(0, size, got.get(size)) for size in sizes]
+                    for k, size, t in runs:
+                        if t is None:
+                            continue
+                        pt = {"transport": a.transport, "algo": algo, "hosts": hosts,
+                              "per_host": per, "rate_bps": rate_bps(rate), "bytes": size,
+                              "time_us": round(t, 1)}
+                        if algo == "ps":
+                            pt.update(servers=k, workers=hosts - k)
+                        out.write(json.dumps(pt) + "\n")
+                        out.flush()
+                        print(json.dumps(pt))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
