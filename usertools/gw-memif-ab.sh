@@ -3,27 +3,27 @@
 # run: each round runs every size old memif, new memif, tcp (new build's gw-perf), so a drift
 # of the machine's speed hits all three alike. Prints each run, then per size the medians and
 # the median of the per-round ratios.
-#   usertools/gw-memif-ab.sh OLD_BUILD NEW_BUILD [ROUNDS] [SECONDS] [SIZES] [NEW_EXTRA]
-# Defaults: 5 rounds, 2 s per size, sizes "1M 8M". NEW_EXTRA: more transport keys for the new
-# build's memif spec (e.g. ",mtu=1500").
+#   usertools/gw-memif-ab.sh OLD_BUILD NEW_BUILD [ROUNDS] [SIZES] [NEW_EXTRA]
+# Defaults: 5 rounds, sizes "1M:4000 8M:500" (SIZE:ITERATIONS: a fixed amount of traffic, 4 GiB,
+# a few seconds per run; gw-perf -D sizes its runs from the warm-up and gave 0.1-0.5 s ones).
+# NEW_EXTRA: more transport keys for the new build's memif spec (e.g. ",mtu=1500").
 set -euo pipefail
 OLD=$1/apps/gw-perf/gw-perf
 NEW=$2/apps/gw-perf/gw-perf
 ROUNDS=${3:-5}
-D=${4:-2}
-SIZES=${5:-1M 8M}
-EXTRA=${6:-}
+SIZES=${4:-1M:4000 8M:500}
+EXTRA=${5:-}
 export GW_LOG_LEVEL=${GW_LOG_LEVEL:-warn}
 port=18800
 log=$(mktemp /tmp/gw-memif-ab.XXXXXX)
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
-# one RUN_NAME SIZE BINARY SPEC: the average MB/s of gw-perf --ranks 2 (0 when it failed)
+# one RUN_NAME SIZE:ITERS BINARY SPEC: the average MB/s of gw-perf --ranks 2 (0: it failed)
 one() {
   port=$((port + 1))
   local out
-  out=$(timeout $((D * 4 + 60)) "$3" --ranks 2 -p $port -t "$4" --test bw -s "$2" -D "$D" 2>&1 \
+  out=$(timeout 120 "$3" --ranks 2 -p $port -t "$4" --test bw -s "${2%:*}" -n "${2#*:}" 2>&1 \
         | awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' | tail -1) || true
-  echo "$1 $2 ${out:-0}" | tee -a "$log"
+  echo "$1 ${2%:*} ${out:-0}" | tee -a "$log"
 }
 for r in $(seq "$ROUNDS"); do
   for s in $SIZES; do
