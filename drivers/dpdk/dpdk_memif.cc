@@ -48,8 +48,8 @@ std::string vdev_with_defaults(const std::string& vdev, int* mtu) {
     return v;
   }
   // One descriptor per frame (Ethernet header included), rounded to cache lines; a window of
-  // jumbo frames (256) and its acks fit 1024 descriptors, and the shared region stays at
-  // 2 rings x 1024 x 32 KiB = 64 MiB.
+  // jumbo frames (128 packets, up to 256 asked for) and its acks fit 1024 descriptors, and the
+  // shared region stays at 2 rings x 1024 x 32 KiB = 64 MiB.
   add("bsize", std::to_string((*mtu + 14 + 127) / 128 * 128));
   add("rsize", "10");
   return v;

@@ -21,7 +21,7 @@ struct rte_mempool;
 
 namespace gw::drv::dpdk {
 
-/// Above this MTU a connection's default window is 256 packets instead of 1024.
+/// Above this MTU a connection's default window is 128 packets instead of 1024.
 inline constexpr int kJumboWindowMtu = 9000;
 
 struct PortOptions {

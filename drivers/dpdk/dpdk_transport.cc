@@ -70,8 +70,8 @@ GW_REGISTER_DRIVER(
     {"dpdk.tx_desc", ConfigType::kInt, "1024", "transmit descriptors"},
     {"dpdk.mbufs", ConfigType::kInt, "8191", "mbufs per pool (one pool each for rx and tx)"},
     {"dpdk.window", ConfigType::kInt, "0",
-     "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a ring bus); "
-     "the receive buffer holds twice as many"},
+     "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a ring bus, "
+     "128 above MTU 9000 (memif's default)); the receive buffer holds twice as many"},
     {"dpdk.held_max", ConfigType::kInt, "4096",
      "out-of-order packets held per transport before new ones are dropped"},
     {"dpdk.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
@@ -143,8 +143,10 @@ Status DpdkTransport::init(const Config& cfg) {
   // (what the kernel's socket buffers do for TCP); ring-bus ranks share one pool and one
   // receive ring per port, so they get a smaller one.
   int64_t w = geti("dpdk.window");
-  // Jumbo frames (memif's default): 256 packets are 8 MiB in flight.
-  if (w == 0) w = po.ring_bus.empty() && po.mtu <= kJumboWindowMtu ? 1024 : 256;
+  // Jumbo frames (memif's default): 128 packets are 4 MiB in flight. With 256 (8 MiB) a hole's
+  // retransmission queued behind twice as much at the receiver: at 1 % loss goodput fell to
+  // 0.50-0.53x lossless, against 0.96-0.99x with 128 and the same lossless rate.
+  if (w == 0) w = !po.ring_bus.empty() ? 256 : po.mtu > kJumboWindowMtu ? 128 : 1024;
   if (w < 64 || w > 4096 || !std::has_single_bit(static_cast<uint64_t>(w))) {
     return Status(Code::kInvalidArgument,
                   "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
