@@ -144,11 +144,16 @@ Status Port::setup(const PortOptions& o) {
       room = static_cast<uint16_t>(bsize + RTE_PKTMBUF_HEADROOM);
       tx_room = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
     }
-    // Large buffers: fewer of them (pools of at most ~96 MiB each, at least 1023 mbufs).
-    const int fit = static_cast<int>((96u << 20) / (tx_room + 256u));
+    // memif's jumbo buffers: fewer of them (a receive pool of at most ~64 MiB, at least 1023
+    // mbufs). A transmit mbuf lives only until the PMD has copied it (a retransmission builds
+    // a new frame), so that transmit pool takes 1023; the receive pool also holds the packets
+    // that wait for a hole to fill.
+    const bool big = tx_room > room;
+    const int fit = big ? static_cast<int>((64u << 20) / (room + 256u)) : o.mbufs;
     const unsigned n = static_cast<unsigned>(std::max(1023, std::min(o.mbufs, fit)));
+    const unsigned ntx = big ? 1023 : n;
     rx_pool_ = rte_pktmbuf_pool_create(rxn.c_str(), n, 256, 0, room, 0);
-    tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), n, 256, 0, tx_room, 0);
+    tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), ntx, 256, 0, tx_room, 0);
     rx_mbufs_ = static_cast<int>(n);
     own_pools_ = true;
     if (!rx_pool_ || !tx_pool_) {
