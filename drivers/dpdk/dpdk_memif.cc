@@ -2,6 +2,7 @@
 // clear a stale one.
 #include "dpdk_memif.h"
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "log.h"
@@ -31,6 +34,19 @@ std::string memif_socket_path(const std::string& vdev) {
   return vdev_arg(vdev, "socket");
 }
 
+void prefault_memif_regions() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:memif_region_") == std::string::npos) continue;
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || hi <= lo) continue;
+    if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) != 0) {
+      log::get("gw.drv.dpdk")->debug("dpdk: prefaulting memif region {:#x}+{}: {}", lo, hi - lo,
+                                     std::strerror(errno));
+    }
+  }
+}
+
 std::string vdev_with_defaults(const std::string& vdev, int* mtu) {
   std::string v = vdev;
   std::replace(v.begin(), v.end(), ',', ';');
@@ -47,11 +63,12 @@ std::string vdev_with_defaults(const std::string& vdev, int* mtu) {
     add("rsize", "11");  // room for a whole window (1024 packets) plus its acks
     return v;
   }
-  // One descriptor per frame (Ethernet header included), rounded to cache lines; a window of
-  // jumbo frames (128 packets, up to 256 asked for) and its acks fit 1024 descriptors, and the
-  // shared region stays at 2 rings x 1024 x 32 KiB = 64 MiB.
+  // One descriptor per frame (Ethernet header included), rounded to cache lines. A ring
+  // carries one direction's data (the acks ride the other): a window of jumbo frames (128
+  // packets, up to 256 asked for) fits 512 descriptors, and the shared region stays at
+  // 2 rings x 512 x 32 KiB = 32 MiB, mapped in both processes.
   add("bsize", std::to_string((*mtu + 14 + 127) / 128 * 128));
-  add("rsize", "10");
+  add("rsize", "9");
   return v;
 }
 

@@ -1,13 +1,16 @@
-// DpdkTransport::register_memory: regions made known to the EAL (and DMA-mapped where the
-// port has an IOMMU mapping).
+// DpdkTransport memory: registration (regions made known to the EAL, DMA-mapped where the
+// port has an IOMMU mapping); memif's shared regions mapped in before the first traffic.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 #include <rte_ethdev.h>
 #include <rte_errno.h>
 #include <rte_memory.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
+#include "dpdk_memif.h"
 #include "dpdk_transport.h"
 #include "log.h"
 
@@ -67,6 +70,20 @@ Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, M
     }
   }
   return MemoryRegion(addr, length, kind, 0, std::move(h));
+}
+
+void DpdkTransport::prefault_shared(const Deadline& deadline) {
+  if (prefaulted_ || port_->driver() != "net_memif") return;
+  // The regions are mapped once the peer attached (the link is up); SYNs sent before are lost.
+  const Deadline link_wait(std::chrono::seconds(2));
+  while (!port_->link_up() && !deadline.expired() && !link_wait.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!port_->link_up()) return;  // the handshake's retries carry on; the pages fault in later
+  prefaulted_ = true;
+  const uint64_t t0 = now_ns();
+  prefault_memif_regions();
+  log_->debug("dpdk: memif regions of {} mapped in {} us", port_->name(),
+              (now_ns() - t0) / 1000);
 }
 
 }  // namespace gw::drv::dpdk

@@ -40,6 +40,11 @@ uint32_t Port::speed_mbps() const {
   return link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
 }
 
+bool Port::link_up() const {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
 Status Port::setup(const PortOptions& o) {
   const int serial = g_serial++;
   if (!o.ring_bus.empty()) {

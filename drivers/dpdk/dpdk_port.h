@@ -55,6 +55,8 @@ class Port {
   /// Mbufs of this port's own receive pool (0: a shared pool, the ring bus's).
   int rx_mbufs() const { return rx_mbufs_; }
   uint32_t speed_mbps() const;
+  /// The link is up (memif: the peer process is attached).
+  bool link_up() const;
 
  private:
   Port() = default;

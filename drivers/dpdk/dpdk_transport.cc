@@ -353,6 +353,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
     return ep;
   };
   if (p.active) {
+    prefault_shared(deadline);
     auto ep = make();
     ep->start_active(p.key, deadline);
     flush_tx();
@@ -366,6 +367,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
     if (it != parked_.end()) {
       ParkedSyn syn = it->second;
       parked_.erase(it);
+      prefault_shared(deadline);
       auto ep = make();
       ep->start_passive(p.key, syn.src_conn, syn.wnd);
       flush_tx();
