@@ -65,10 +65,11 @@ std::string vdev_with_defaults(const std::string& vdev, int* mtu) {
   }
   // One descriptor per frame (Ethernet header included), rounded to cache lines. A ring
   // carries one direction's data (the acks ride the other): a window of jumbo frames (128
-  // packets, up to 256 asked for) fits 512 descriptors, and the shared region stays at
-  // 2 rings x 512 x 32 KiB = 32 MiB, mapped in both processes.
+  // packets, up to 512 asked for) fits 1024 descriptors, and the shared region is 2 rings x
+  // 1024 x 32 KiB = 64 MiB, mapped in both processes. 512 descriptors measured 0-20 % slower
+  // at 1 MiB and 8 MiB (noisy).
   add("bsize", std::to_string((*mtu + 14 + 127) / 128 * 128));
-  add("rsize", "9");
+  add("rsize", "10");
   return v;
 }
 

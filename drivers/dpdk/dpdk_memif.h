@@ -31,7 +31,7 @@ inline constexpr int kMemifMaxMtu = 65000;
 std::string vdev_with_defaults(const std::string& vdev, int* mtu);
 
 /// Maps every page of this process's memif regions (the PMD's shared rings and buffers) now,
-/// with MADV_POPULATE_WRITE, contents untouched. Left to first use, a jumbo region (32 MiB)
+/// with MADV_POPULATE_WRITE, contents untouched. Left to first use, a jumbo region (64 MiB)
 /// cost each process a page fault per 4 KiB on the first pass through the rings: a collective's
 /// first few hundred 64 KiB operations took 3-6x longer. No-op without mapped regions or on
 /// kernels before 5.14.
