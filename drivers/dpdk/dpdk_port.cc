@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "dpdk_memif.h"
 #include "log.h"
@@ -103,7 +104,13 @@ Status Port::setup(const PortOptions& o) {
   multi_seg_ = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   rte_eth_conf conf{};
   if (multi_seg_) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-  int mtu = std::min(o.mtu, kMaxJumbo);
+  // memif checks no frame length (a frame is a descriptor chain of any length): a jumbo MTU
+  // is gradwire's alone, and the device, whose rte_eth_dev_configure refuses frames beyond
+  // max_rx_pktlen (1518), keeps its own.
+  const bool memif = driver_ == "net_memif";
+  int mtu = std::min(o.mtu, memif ? kMemifMaxMtu : kMaxJumbo);
+  const int wire_mtu = memif && mtu > RTE_ETHER_MTU ? mtu : 0;
+  if (wire_mtu) mtu = 0;
   if (mtu > static_cast<int>(info.max_mtu)) {
     log::get("gw.drv.dpdk")->warn("dpdk: port {} ({}) takes an MTU of at most {}, not {}; "
                                   "using {}", name_, driver_, info.max_mtu, mtu, info.max_mtu);
@@ -125,15 +132,34 @@ Status Port::setup(const PortOptions& o) {
     }
   }
   if (rte_eth_dev_get_mtu(id_, &mtu_) != 0) mtu_ = 1500;
+  if (wire_mtu) mtu_ = static_cast<uint16_t>(wire_mtu);
   rte_eth_macaddr_get(id_, &mac_);
 
   if (!rx_pool_) {
     std::string rxn = "gwrx" + std::to_string(serial), txn = "gwtx" + std::to_string(serial);
-    const unsigned n = static_cast<unsigned>(std::max(1023, o.mbufs));
-    const uint16_t room = static_cast<uint16_t>(
+    uint16_t room = static_cast<uint16_t>(
         std::max<int>(RTE_MBUF_DEFAULT_BUF_SIZE, std::min<int>(mtu_ + 128 + 64, 9216 + 256)));
+    uint16_t tx_room = room;
+    // memif with its buffer size given (jumbo frames): a receive mbuf holds one buffer, so
+    // the PMD takes its fast path (one mbuf per descriptor, allocated in bulk); transmit mbufs
+    // are larger than a buffer, so the PMD packs a frame's segments (headers, then the
+    // payload in the caller's memory) into one descriptor instead of one per segment.
+    if (const int bsize = memif ? std::atoi(vdev_arg(o.vdev, "bsize").c_str()) : 0;
+        bsize > 0 && bsize <= UINT16_MAX - 2 * RTE_PKTMBUF_HEADROOM) {
+      room = static_cast<uint16_t>(bsize + RTE_PKTMBUF_HEADROOM);
+      tx_room = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
+    }
+    // memif's jumbo buffers: fewer of them (a receive pool of at most ~64 MiB, at least 1023
+    // mbufs). A transmit mbuf lives only until the PMD has copied it (a retransmission builds
+    // a new frame), so that transmit pool takes 1023; the receive pool also holds the packets
+    // that wait for a hole to fill.
+    const bool big = tx_room > room;
+    const int fit = big ? static_cast<int>((64u << 20) / (room + 256u)) : o.mbufs;
+    const unsigned n = static_cast<unsigned>(std::max(1023, std::min(o.mbufs, fit)));
+    const unsigned ntx = big ? 1023 : n;
     rx_pool_ = rte_pktmbuf_pool_create(rxn.c_str(), n, 256, 0, room, 0);
-    tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), n, 256, 0, room, 0);
+    tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), ntx, 256, 0, tx_room, 0);
+    rx_mbufs_ = static_cast<int>(n);
     own_pools_ = true;
     if (!rx_pool_ || !tx_pool_) {
       return Status(Code::kResourceExhausted,

@@ -21,11 +21,14 @@ struct rte_mempool;
 
 namespace gw::drv::dpdk {
 
+/// Above this MTU a connection's default window is 128 packets instead of 1024.
+inline constexpr int kJumboWindowMtu = 9000;
+
 struct PortOptions {
   std::string vdev;      ///< vdev string, ',' separated (';' accepted for ',')
   std::string ring_bus;  ///< ring bus name (instead of vdev)
   std::string device;    ///< name of a probed device, e.g. 0000:3b:00.0
-  int mtu = 0;           ///< 0: the device's
+  int mtu = 0;           ///< 0: the device's (memif: see vdev_with_defaults)
   int rx_desc = 1024, tx_desc = 1024;
   int mbufs = 8191;
 };
@@ -49,8 +52,10 @@ class Port {
   int ring_index() const { return ring_.index; }
   int tx_queues() const { return ntx_; }
   rte_mempool* tx_pool() const { return tx_pool_; }
+  /// Mbufs of this port's own receive pool (0: a shared pool, the ring bus's).
+  int rx_mbufs() const { return rx_mbufs_; }
   uint32_t speed_mbps() const;
-  /// False once the link is down (memif: the peer disconnected; its memory may be unmapped).
+  /// The link is up (memif: the peer process is attached).
   bool link_up() const;
 
  private:
@@ -68,6 +73,7 @@ class Port {
   rte_mempool* rx_pool_ = nullptr;
   rte_mempool* tx_pool_ = nullptr;
   bool own_pools_ = false;
+  int rx_mbufs_ = 0;
 };
 
 }  // namespace gw::drv::dpdk

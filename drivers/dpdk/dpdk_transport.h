@@ -122,6 +122,9 @@ class DpdkTransport final : public Transport {
   void handle_syn(const WireHdr& h, const uint8_t* frame);
   void timers();
   DpdkEndpoint* lookup(uint32_t conn) const;
+  /// memif, once per transport: waits (up to 2 s, within `deadline`) for the link and maps the
+  /// shared regions' pages now rather than on the first pass of traffic (dpdk_memory.cc).
+  void prefault_shared(const Deadline& deadline);
 
   Options opts_;
   TransportProperties props_;
@@ -140,6 +143,7 @@ class DpdkTransport final : public Transport {
   core::TransportCore core_;
   uint64_t now_ = 0, last_timers_ = 0, last_frame_rx_ = 0;
   int event_fd_ = -1;
+  bool prefaulted_ = false;
   FaultInjector rx_fault_;
   // One per transmit queue: a frame held back for reordering leaves on its own queue (on a
   // ring bus the queue is the destination).

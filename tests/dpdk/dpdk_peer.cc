@@ -1,7 +1,8 @@
 // Peer process of the DPDK multi-process tests: opens the transport given on the command line,
 // joins a two-rank group over a file store and runs one transfer plan (or streams receives
 // until killed). Exit status 0 = every message arrived bit-exact.
-//   gw_dpdk_peer SPEC STORE_DIR RANK MODE [REPS]    MODE: plan | sink
+//   gw_dpdk_peer SPEC STORE_DIR RANK MODE [REPS]    MODE: plan | jumbo | sink
+// (jumbo: the plan with the sizes around memif's jumbo frames)
 #include <cstdio>
 #include <string>
 
@@ -12,7 +13,7 @@
 int main(int argc, char** argv) {
   using namespace gw;
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s SPEC STORE_DIR RANK plan|sink [REPS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SPEC STORE_DIR RANK plan|jumbo|sink [REPS]\n", argv[0]);
     return 2;
   }
   std::string spec = argv[1], dir = argv[2], mode = argv[4];
@@ -43,8 +44,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  Status st = dpdktest::run_plan(**g, peer, dpdktest::default_sizes(), reps,
-                                 std::chrono::seconds(120));
+  const auto sizes = mode == "jumbo" ? dpdktest::jumbo_sizes() : dpdktest::default_sizes();
+  Status st = dpdktest::run_plan(**g, peer, sizes, reps, std::chrono::seconds(120));
   if (!st.ok()) return fail("transfer", st);
   // Stay until the peer is done too: its last acks may still be on the way.
   st = dpdktest::finish(**g, peer, std::chrono::seconds(60));

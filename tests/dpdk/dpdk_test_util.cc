@@ -105,6 +105,12 @@ std::vector<size_t> default_sizes() {
   return {0, 1, 64, 1407, 1408, 1409, 4096, 65536, 1 << 20, (3 << 20) + 17};
 }
 
+std::vector<size_t> jumbo_sizes() {
+  return {0,         1,         257,           32661,         32662,  32663,
+          32767,     32768,     32769,         (1 << 20) - 1, 1 << 20, (1 << 20) + 1,
+          (8 << 20), (8 << 20) + 13};
+}
+
 Status run_plan(Group& g, int peer, const std::vector<size_t>& sizes, int reps, Nanos timeout) {
   std::vector<Msg> sends, recvs;
   for (int r = 0; r < reps; ++r) {

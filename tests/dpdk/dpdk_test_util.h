@@ -18,6 +18,9 @@ namespace gw::dpdktest {
 
 /// Message sizes around the segment boundaries of a 1500-byte MTU, and large ones.
 std::vector<size_t> default_sizes();
+/// Sizes around the segment boundaries of memif's jumbo frames (32 KiB of payload; 32662 at
+/// MTU 32754), odd ones, 1 MiB and 8 MiB.
+std::vector<size_t> jumbo_sizes();
 
 /// Rank g.rank() sends every size `reps` times to `peer` and receives as many from it.
 /// @return OK, or what went wrong (a failed request, a wrong length, the first wrong byte).
