@@ -92,7 +92,7 @@ GW_REGISTER_DRIVER(
     {"dpdk.checksum", ConfigType::kString, "auto",
      "compute and check UDP checksums (auto: on, except on memif, shared memory between two "
      "processes of one host, where loopback TCP checks none either, unless corruption is "
-     "injected; on|off)"},
+     "injected; on|off, true|false)"},
     {"dpdk.zero_copy", ConfigType::kString, "auto",
      "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)"},
     {"dpdk.zero_copy_min", ConfigType::kInt, "512", "smallest segment sent zero-copy"},
@@ -170,7 +170,9 @@ Status DpdkTransport::init(const Config& cfg) {
       static_cast<uint64_t>(std::max<int64_t>(0, geti("dpdk.linger_ms"))) * 1'000'000;
   opts_.heartbeat_ns =
       static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.heartbeat_ms"))) * 1'000'000;
-  const std::string cks = gets("dpdk.checksum");
+  std::string cks = gets("dpdk.checksum");  // true/false: what the key took before "auto"
+  if (cks == "true" || cks == "1") cks = "on";
+  if (cks == "false" || cks == "0") cks = "off";
   if (cks != "auto" && cks != "on" && cks != "off")
     return Status(Code::kInvalidArgument, "dpdk.checksum = '" + cks + "' (auto, on or off)");
   opts_.zero_copy_min = static_cast<uint32_t>(std::max<int64_t>(1, geti("dpdk.zero_copy_min")));
