@@ -240,7 +240,16 @@ TEST_P(Policy, EndpointFailureWarnsOnlyWhenWorkIsLost) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tr, Policy, ::testing::ValuesIn(built_cases()), case_name);
+// The drivers on the core. rdma is not yet (issue 25): it has no cq_depth, warns on every
+// failure and fails the endpoint on unexpected overflow; its rows join when it moves.
+std::vector<TransportCase> core_cases() {
+  std::vector<TransportCase> v;
+  for (const TransportCase& c : built_cases())
+    if (std::string_view(c.driver) != "rdma") v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tr, Policy, ::testing::ValuesIn(core_cases()), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Policy);
 
 }  // namespace
