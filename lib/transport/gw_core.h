@@ -70,8 +70,6 @@ class TransportCore {
   const CoreCounters& counters() const { return counters_; }
   /// Adds the core's counters to a driver's Transport::stats().
   void add_stats(std::map<std::string, uint64_t>& m) const;
-  const char* driver() const { return driver_; }
-  spdlog::logger& log() const { return *log_; }
 
  private:
   friend class EndpointCore;

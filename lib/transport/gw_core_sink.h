@@ -47,12 +47,8 @@ class CompletionSink {
     }
     return k;
   }
-  bool empty() const { return ring_.empty(); }
-  size_t size() const { return ring_.size(); }
   /// Drop the completions of a destroyed endpoint (they reach nobody).
   void purge(const Endpoint* ep);
-  size_t requests() const { return requests_; }
-  size_t depth() const { return depth_; }
 
  private:
   void release(const Completion& c) { --(c.op == Op::kEndpointError ? events_ : requests_); }
@@ -80,7 +76,6 @@ class UnexpectedStore {
   /// Return a buffer taken for a message of `len` bytes.
   void give(UBuf b, uint64_t len);
   uint64_t used() const { return used_; }
-  uint64_t budget() const { return budget_; }
 
  private:
   static constexpr size_t kKeep = 16;
