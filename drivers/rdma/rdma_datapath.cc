@@ -102,7 +102,7 @@ bool RdmaEndpoint::on_write_imm(uint32_t imm) {
     claim_by_write(r);
   }
   if (--rv.stripes_left > 0) return true;
-  if (rv.bounce) {
+  if (rv.bounce.p) {
     landed(r);
     return true;
   }
@@ -137,7 +137,7 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   }
   const uint8_t* buf = rx_mem_.get() + size_t{slot} * slot_bytes_;
   if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
-    on_header_msg(wc, buf);
+    if (!on_header_msg(wc, buf, slot)) return;  // held: stays in its buffer
   } else if (wc.byte_len > t_->opts().eager_bytes) {  // compact eager message (rdma_wire.h)
     return compact_too_long(wc.byte_len);
   } else {
@@ -147,7 +147,7 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
       h.type = static_cast<uint8_t>(MsgType::kEager);
       h.tag = tag;
       h.len = wc.byte_len;
-      on_message(h, buf);
+      if (!on_message(h, buf)) return hold(h, slot, 0);
     }
   }
   if (!failed()) repost(slot);
@@ -163,11 +163,11 @@ void RdmaEndpoint::compact_too_long(uint32_t len) {
 }
 
 // A message with a header (rdma_wire.h): validated, then handled; on error the endpoint fails.
-void RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf) {
+bool RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf, uint32_t slot) {
   MsgHdr h;
   if (wc.byte_len < sizeof h) {
     fail(protocol_error(std::to_string(wc.byte_len) + " bytes, shorter than a header"));
-    return;
+    return true;
   }
   std::memcpy(&h, buf, sizeof h);
   const size_t payload = wc.byte_len - sizeof h;
@@ -210,13 +210,38 @@ void RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf) {
     fail(protocol_error(std::string(bad) + " (type " + std::to_string(h.type) + ", length " +
                         std::to_string(h.len) + ", " + std::to_string(wc.byte_len) +
                         " bytes)"));
-    return;
+    return true;
   }
   if (static_cast<int32_t>(h.posted - peer_posted_) > 0) peer_posted_ = h.posted;
   const auto type = static_cast<MsgType>(h.type);
   if (type == MsgType::kEager || type == MsgType::kRts)
     rx_tag_hi_ = static_cast<uint32_t>(h.tag >> 32);
-  on_message(h, buf + sizeof h);
+  if (on_message(h, buf + sizeof h)) return true;
+  hold(h, slot, sizeof h);
+  return false;
+}
+
+void RdmaEndpoint::hold(const MsgHdr& h, uint32_t slot, uint32_t off) {
+  if (held_.empty()) ++t_->counters_.held_stalls;
+  held_.push(Held{h, slot, off});  // never full: one entry per receive buffer at most
+}
+
+bool RdmaEndpoint::held_tag(uint64_t tag) {
+  for (size_t i = 0; i < held_.size(); ++i)
+    if (tag == kAnyTag || held_.at(i).h.tag == tag) return true;
+  return false;
+}
+
+void RdmaEndpoint::retry_held() {
+  while (!held_.empty()) {
+    const Held hm = held_.front();
+    retrying_ = true;
+    const bool taken = on_message(hm.h, rx_mem_.get() + size_t{hm.slot} * slot_bytes_ + hm.off);
+    retrying_ = false;
+    if (!taken) return;
+    held_.pop();
+    if (!failed()) repost(hm.slot);  // its credit goes back to the peer
+  }
 }
 
 void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32_t rkey,
@@ -237,36 +262,36 @@ void RdmaEndpoint::queue_write(uint32_t s, uint32_t rslot, uint64_t addr, uint32
   txq_.push(it);
 }
 
-void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
+bool RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
   auto type = static_cast<MsgType>(h.type);
   if (type == MsgType::kCts) {
     if (txq_.full()) {
       fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
-      return;
+      return true;
     }
     queue_write(h.id, h.id2, h.addr, h.rkey, static_cast<uint8_t>(h.stripes));
-    return;
+    return true;
   }
   if (type == MsgType::kReject) {
     sends_[h.id].awaiting_cts = false;
     finish_send(h.id, Code::kOk);  // delivered; the receiver's buffer was too small
-    return;
+    return true;
   }
   if (type == MsgType::kAdv) {
     on_advert(h);
-    return;
+    return true;
   }
   if (type == MsgType::kWin) {
     if (txq_.full()) {
       fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
-      return;
+      return true;
     }
     sends_[h.id].windowed = true;
     sends_[h.id].win_next = h.tag + h.len;
     queue_write(h.id, h.id2, h.addr, h.rkey, 1, h.tag, h.len);
-    return;
+    return true;
   }
-  ++matched_;
+  if (!held_.empty() && !retrying_) return false;  // behind a held message: keep the order
   // A new message (eager or rendezvous request): match it in posting order.
   int mine = -1;
   for (int i = recvs_.head(); i >= 0; i = recvs_.next(i)) {
@@ -276,41 +301,41 @@ void RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     }
   }
   int any = bound_ ? t_->find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
+  if (any < 0 && mine < 0) return unexpected(h, payload);
+  ++matched_;
   if (any >= 0) {
+    ++outstanding_;  // the any-source reservation completes through this endpoint
     deliver(t_->take_any(any), type, h.tag, h.len, payload, h.id);
-  } else if (mine >= 0) {
+  } else {
     RecvRequest r = recvs_[mine].req;
     unadvertise(mine);  // taken the usual way
     recvs_.erase(mine);
     deliver(r, type, h.tag, h.len, payload, h.id);
-  } else {
-    ++t_->counters_.unexpected_msgs;
-    Unexpected u;
-    u.type = type;
-    u.tag = h.tag;
-    u.len = h.len;
-    u.send_id = h.id;
-    u.arrival = t_->next_arrival();
-    if (type == MsgType::kEager && h.len > 0) {
-      if (t_->unexpected_used_ + h.len > t_->opts().unexpected_bytes) {
-        fail(Status(Code::kResourceExhausted,
-                    "rdma: more than rdma.unexpected_bytes = " +
-                        std::to_string(t_->opts().unexpected_bytes) +
-                        " bytes of messages arrived before their receives (from " + peer_name_ +
-                        "); post receives earlier or raise the limit"));
-        return;
-      }
-      u.data.reset(new uint8_t[h.len]);
-      std::memcpy(u.data.get(), payload, h.len);
-      t_->unexpected_used_ += h.len;
-    }
-    if (type == MsgType::kRts) pull(u);
-    unexp_.push_back(std::move(u));
   }
+  return true;
+}
+
+bool RdmaEndpoint::unexpected(const MsgHdr& h, const uint8_t* payload) {
+  const auto type = static_cast<MsgType>(h.type);
+  Unexpected u;
+  // Beyond rdma.unexpected_bytes an eager message waits in its receive buffer: the peer's
+  // credits run down (back-pressure); a healthy peer is never failed for sending early.
+  if (type == MsgType::kEager && !t_->store().take(h.len, &u.data)) return false;
+  ++matched_;
+  ++t_->counters_.unexpected_msgs;
+  u.type = type;
+  u.tag = h.tag;
+  u.len = h.len;
+  u.send_id = h.id;
+  u.arrival = t_->next_arrival();
+  if (type == MsgType::kEager && h.len > 0) std::memcpy(u.data.p.get(), payload, h.len);
+  if (type == MsgType::kRts) pull(u);
+  unexp_.push_back(std::move(u));
+  return true;
 }
 
 bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len) {
-  if (bound_ && t_->any_posted()) return false;
+  if ((bound_ && t_->any_posted()) || !held_.empty()) return false;
   int i = recvs_.head();
   while (i >= 0 && recvs_[i].req.tag != tag && recvs_[i].req.tag != kAnyTag) i = recvs_.next(i);
   if (i < 0) return false;
@@ -406,9 +431,12 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
   txq_.push(it);
 }
 
-void RdmaEndpoint::fail(const Status& st, bool keep_buffered) {
+void RdmaEndpoint::fail(const Status& st, bool orderly) {
   if (failed()) return;
   error_ = st;
+  bool pending = recvs_.size() > 0;
+  for (const SendSlot& s : sends_) pending |= s.used;
+  for (const RndvRecv& rv : rndv_) pending |= rv.used && rv.has_req && !rv.discard;
   for (Lane& lane : lanes_) {  // first: nothing may land in buffers released below
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -416,7 +444,7 @@ void RdmaEndpoint::fail(const Status& st, bool keep_buffered) {
   }
   reset_staging();
   ++t_->counters_.endpoint_errors;
-  t_->log_->warn("{}", st.to_string());
+  core::log_failure(*t_->log_, st, orderly, pending);
   const Code code = st.code();
   for (uint32_t i = 0; i < sends_.size(); ++i)
     if (sends_[i].used) finish_send(i, code);
@@ -430,18 +458,26 @@ void RdmaEndpoint::fail(const Status& st, bool keep_buffered) {
     if (!rv.used) continue;
     if (rv.has_req && !rv.discard) complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
     if (rv.reg) t_->regcache().release(rv.reg);
-    if (rv.bounce) t_->unexpected_used_ -= rv.len;
+    if (rv.bounce.p) t_->store().give(std::move(rv.bounce), rv.len);
     rv = RndvRecv{};
   }
-  // Kept: whole eager messages (pulled ones that landed became such). The rest never will be.
+  // Kept: whole eager messages (pulled ones that landed became such), and those held in
+  // receive buffers (rx_mem_ lives as long as the endpoint). The rest never will be.
   auto gone = [&](const Unexpected& u) {
-    return !keep_buffered || u.type != MsgType::kEager || u.rndv != kNoSlot;
+    return !orderly || u.type != MsgType::kEager || u.rndv != kNoSlot;
   };
-  for (auto& u : unexp_) t_->unexpected_used_ -= gone(u) && u.data ? u.len : 0;
+  for (auto& u : unexp_)
+    if (gone(u) && u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
   std::erase_if(unexp_, gone);
+  if (!orderly) held_.clear();
   txq_.clear();
   ctrl_ = Fd();  // closing it leaves the epoll set
-  complete(0, 0, 0, Op::kEndpointError, code);
+  report_error();
+}
+
+void RdmaEndpoint::report_error() {
+  t_->sink().push(Completion{0, 0, 0, this, peer_id_, Op::kEndpointError, error_.code()});
+  event_reserved_ = false;
 }
 
 }  // namespace gw::drv::rdma

@@ -54,9 +54,13 @@ RdmaEndpoint::~RdmaEndpoint() {
     if (s.used && s.reg) t_->regcache().release(s.reg);
   for (auto& r : rndv_) {
     if (r.used && r.reg) t_->regcache().release(r.reg);
-    if (r.used && r.bounce) t_->unexpected_used_ -= r.len;
+    if (r.used && r.bounce.p) t_->store().give(std::move(r.bounce), r.len);
   }
-  for (auto& u : unexp_) t_->unexpected_used_ -= u.data ? u.len : 0;
+  for (auto& u : unexp_)
+    if (u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
+  // Requests still pending get no completion: the caller destroyed the endpoint.
+  t_->sink().unreserve(outstanding_);
+  if (event_reserved_) t_->sink().release_event();
   if (busy_) --t_->staging_busy_;
   if (in_.pool) {  // copies may still read or write pinned buffers freed below
     (void)out_.pool->drain();
@@ -136,6 +140,9 @@ Status RdmaEndpoint::create() {
   rndv_.resize(rndv_slots);
   for (uint32_t i = rndv_slots; i-- > 0;) free_rndv_.push_back(i);
   recvs_.init(o.max_outstanding);
+  held_.init(o.recv_depth);
+  t_->sink().reserve_event();  // the endpoint-error event can always be reported
+  event_reserved_ = true;
   txq_.init(6 * size_t{o.max_outstanding} + 16);
   init_posting();
   init_adverts();
@@ -233,42 +240,29 @@ void RdmaEndpoint::bind(const ConnectParams& p, Fd ctrl) {
   if (ctrl_) t_->watch_ctrl(this, ctrl_.get());
 }
 
-Status RdmaEndpoint::check_send(const SendRequest& r) const {
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "rdma: send of " + std::to_string(r.len) +
-                                              " bytes from null to " + peer_name_);
-  if (r.tag == kAnyTag)
-    return Status(Code::kInvalidArgument, "rdma: kAnyTag is for receives only");
-  if (r.len > t_->properties().max_message_size)
-    return Status(Code::kInvalidArgument, "rdma: send of " + std::to_string(r.len) +
-                                              " bytes exceeds rdma.max_message_bytes");
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument, "rdma: send buffer is not inside its MemoryRegion");
-  return Status();
-}
-
-Status RdmaEndpoint::check_recv(const RecvRequest& r) const {
-  if (r.buf == nullptr && r.len > 0)
-    return Status(Code::kInvalidArgument, "rdma: receive of " + std::to_string(r.len) +
-                                              " bytes into null from " + peer_name_);
-  if (r.mr && !r.mr->contains(r.buf, r.len))
-    return Status(Code::kInvalidArgument,
-                  "rdma: receive buffer is not inside its MemoryRegion");
-  return Status();
-}
-
 Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
   if (failed()) return error_;
   size_t n = 0;
+  const uint64_t max_msg = t_->properties().max_message_size;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
+    if (!t_->sink().reserve()) break;  // its completion first (rdma.cq_depth)
+    ++outstanding_;
     if (send_now(r)) continue;
-    Status st = check_send(r);
+    auto unreserve = [&] {
+      t_->sink().unreserve(1);
+      --outstanding_;
+    };
+    Status st = core::check_send("rdma", peer_name_, r, max_msg);
     if (!st.ok()) {
+      unreserve();
       if (n == 0) return st;
       break;
     }
-    if (free_sends_.empty() || txq_.full()) break;
+    if (free_sends_.empty() || txq_.full()) {
+      unreserve();
+      break;
+    }
     TxItem it;
     it.tag = r.tag;
     it.len = r.len;
@@ -277,6 +271,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
     if (staged) {
       Status ps = ensure_pool();
       if (!ps.ok()) {
+        unreserve();
         if (n == 0) return ps;
         break;
       }
@@ -293,6 +288,7 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
       if (!e && !staged) {
         auto got = t_->regcache().acquire(r.buf, r.len);
         if (!got.ok()) {
+          unreserve();
           if (n == 0) return got.status();
           break;
         }
@@ -322,16 +318,17 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];
     // A peer that left cleanly left messages behind: they can still be received.
-    if (failed() && find_unexpected(r.tag) < 0) {
+    if (failed() && find_unexpected(r.tag) < 0 && !held_tag(r.tag)) {
       if (n == 0) return error_;
       break;
     }
-    if ((r.buf == nullptr && r.len > 0) || (r.mr && !r.mr->contains(r.buf, r.len))) {
-      if (n == 0) return check_recv(r);
+    if (Status st = core::check_recv("rdma", peer_name_, r); !st.ok()) {
+      if (n == 0) return st;
       break;
     }
-    if (recvs_.full()) break;
     const int u = unexp_.empty() ? -1 : find_unexpected(r.tag);
+    if ((u < 0 && recvs_.full()) || !t_->sink().reserve()) break;
+    ++outstanding_;
     if (u >= 0) {
       take_unexpected(u, r);
       took = true;
@@ -340,6 +337,8 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
     const int i = recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
     if (r.len > eager_limit_) maybe_advertise(i);
   }
+  // Messages left in their receive buffers may match these now.
+  if (!held_.empty()) retry_held();
   // Advertisements wait for the next send or progress pass: one chained post, not two.
   if (took) flush();
   return n;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "gw_core.h"
 #include "rdma_transport.h"
 
 namespace gw::drv::rdma {
@@ -66,12 +67,17 @@ class RdmaEndpoint final : public Endpoint {
   /// a quarter of its credits.
   bool has_tx() const {
     return !txq_.empty() || (peer_below(credit_quarter_) && (rstaged_ > 0 || credit_due())) ||
-           copies_in_ > 0 || !starved_.empty();
+           copies_in_ > 0 || !starved_.empty() || !held_.empty();
   }
   bool idle_work() const { return rstaged_ > 0; }
-  /// Fails every pending request and the endpoint. `keep_buffered`: the peer left cleanly,
-  /// so messages that arrived whole and wait for their receive stay receivable.
-  void fail(const Status& st, bool keep_buffered = false);
+  /// Fails every pending request and the endpoint. `orderly`: the peer left cleanly, so
+  /// messages that arrived whole and wait for their receive stay receivable, and the failure
+  /// warns only if it lost work (core::log_failure).
+  void fail(const Status& st, bool orderly = false);
+  /// Messages wait in their receive buffers: the unexpected budget was spent (back-pressure;
+  /// the peer's credits run down). retry_held() matches them once receives are posted.
+  bool held() const { return !held_.empty(); }
+  void retry_held();
   bool failed() const { return !error_.ok(); }
   /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
   int find_unexpected(uint64_t tag) const;
@@ -107,7 +113,7 @@ class RdmaEndpoint final : public Endpoint {
     bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
     int adv_recv = -1;     // advertised: its entry in recvs_ until a WRITE claims it
     bool discard = false;  // its receive already completed (too small): drop the data
-    std::unique_ptr<uint8_t[]> bounce;  // unexpected pull: the data lands here first
+    core::UBuf bounce;  // unexpected pull: the data lands here first (the core's store)
     MrPtr bounce_mr;
     bool staged = false;     // CUDA memory: windows through pinned buffers (rdma_staging.cc)
     uint32_t send_id = 0;    // staged: the sender's slot, named in each window
@@ -118,7 +124,12 @@ class RdmaEndpoint final : public Endpoint {
     uint64_t tag = 0, len = 0, arrival = 0;
     uint32_t send_id = 0;
     uint32_t rndv = kNoSlot;  // a rendezvous being pulled into this slot's bounce buffer
-    std::unique_ptr<uint8_t[]> data;
+    core::UBuf data;          // eager payload (from the core's store, within its budget)
+  };
+  /// A message left in lane 0's receive buffer `slot` (back-pressure), payload at `off`.
+  struct Held {
+    MsgHdr h;
+    uint32_t slot = 0, off = 0;
   };
   struct TxItem {
     MsgType type = MsgType::kEager;
@@ -131,16 +142,24 @@ class RdmaEndpoint final : public Endpoint {
     uint32_t rkey = 0;
   };
 
-  Status check_send(const SendRequest& r) const;
-  Status check_recv(const RecvRequest& r) const;
   void on_recv(const ibv_wc& wc, uint32_t slot);
-  void on_header_msg(const ibv_wc& wc, const uint8_t* buf);
+  /// @return false: the message stays in receive buffer `slot` (held_).
+  bool on_header_msg(const ibv_wc& wc, const uint8_t* buf, uint32_t slot);
+  void hold(const MsgHdr& h, uint32_t slot, uint32_t off);
+  /// A held message has this tag (kAnyTag: any).
+  bool held_tag(uint64_t tag);
+  /// on_message for an eager or RTS message no receive takes. @return false: hold it.
+  bool unexpected(const MsgHdr& h, const uint8_t* payload);
   [[gnu::cold, gnu::noinline]] void recv_failed(const ibv_wc& wc);
   [[gnu::cold, gnu::noinline]] void compact_too_long(uint32_t len);
   /// A rendezvous stripe landed (WRITE with immediate on any lane). @return false on error.
   bool on_write_imm(uint32_t imm);
   void on_lane_recv(const ibv_wc& wc, uint32_t lane);
-  void on_message(const MsgHdr& h, const uint8_t* payload);
+  /// @return false: an eager message the unexpected budget cannot take now (or one behind
+  /// such): it stays in its receive buffer (held_), not reposted.
+  bool on_message(const MsgHdr& h, const uint8_t* payload);
+  /// The endpoint-error event, its last completion.
+  void report_error();
   /// Queues the RDMA WRITEs of send slot `s` into the peer's receive slot `rslot` at
   /// addr/rkey, striped over `stripes` lanes. The caller checks txq_ room.
   /// A window (kWin) asks for `len` bytes from offset `base` only.
@@ -227,6 +246,8 @@ class RdmaEndpoint final : public Endpoint {
   /// Due now, even between a message and the caller's answer: down to a quarter.
   bool credit_urgent() const { return peer_below(credit_quarter_) && credit_due(); }
   int32_t credits() const;
+  /// Credits eager and RTS messages leave for control messages (post_msg).
+  static constexpr int32_t kCtrlCredits = 1;
   // --- posting (rdma_post.cc) ---
   void init_posting();
   /// Stages lane 0's receive buffer `slot` (consumed, so not staged already); post_recvs()
@@ -300,6 +321,10 @@ class RdmaEndpoint final : public Endpoint {
   std::vector<RndvRecv> rndv_;
   std::vector<uint32_t> free_rndv_;
   std::deque<Unexpected> unexp_;
+  Ring<Held> held_;        // in arrival order; at most lane 0's receive buffers
+  bool retrying_ = false;  // retry_held() is matching held_.front()
+  size_t outstanding_ = 0; // completions reserved for this endpoint's requests, not yet pushed
+  bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
   Ring<TxItem> txq_;
   // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and
   // advertisements outstanding. Sender side: eager+RTS messages queued so far, the recent ones
@@ -352,15 +377,10 @@ inline int32_t RdmaEndpoint::credits() const {
   return static_cast<int32_t>(pp - sent_);
 }
 
+// Every request reserved its completion when it was accepted (rdma.cq_depth).
 inline void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  Completion& c = t_->push_completion();
-  c.wr_id = wr_id;
-  c.tag = tag;
-  c.len = len;
-  c.ep = this;
-  c.peer_id = peer_id_;
-  c.op = op;
-  c.code = code;
+  t_->sink().push(Completion{wr_id, tag, len, this, peer_id_, op, code});
+  --outstanding_;
 }
 
 inline void RdmaEndpoint::under_way(uint64_t tag) {

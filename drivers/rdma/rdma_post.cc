@@ -149,7 +149,7 @@ void RdmaEndpoint::stage_compact(uint32_t s, uint32_t lkey) {
 
 bool RdmaEndpoint::send_now(const SendRequest& r) {
   if (r.len > eager_limit_ || (r.tag >> 32) != tx_tag_hi_ || !txq_.empty() || !room(0) ||
-      credits() <= 0 || r.tag == kAnyTag || (r.buf == nullptr && r.len > 0))
+      credits() <= kCtrlCredits || r.tag == kAnyTag || (r.buf == nullptr && r.len > 0))
     return false;
   if (r.mr && (!r.mr->contains(r.buf, r.len) || r.mr->kind() == MemKind::kCudaDevice))
     return false;  // check_send's error, or GPUDirect memory (always rendezvous)
@@ -194,7 +194,10 @@ bool RdmaEndpoint::send_now(const SendRequest& r) {
 
 bool RdmaEndpoint::post_msg(const TxItem& it) {
   if (!room(0) || tx_free_ == 0) return false;
-  if (credits() <= 0) {
+  // Eager and RTS messages leave kCtrlCredits: the receiver may hold them (back-pressure),
+  // and its answers (CTS, windows, adverts) must still find receive buffers.
+  const bool data = it.type == MsgType::kEager || it.type == MsgType::kRts;
+  if (credits() <= (data ? kCtrlCredits : 0)) {
     ++t_->counters_.credit_stalls;
     return false;
   }

@@ -52,7 +52,10 @@ GW_REGISTER_DRIVER(
      "smallest stripe: a message is spread over at most len / this queue pairs"},
     {"rdma.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
     {"rdma.unexpected_bytes", ConfigType::kInt, "67108864",
-     "eager messages held before their receives are posted; beyond it the endpoint fails"},
+     "bytes of messages held before their receives are posted; beyond it a message waits in "
+     "its receive buffer and the sender runs out of credits (back-pressure)"},
+    {"rdma.cq_depth", ConfigType::kInt, "65536",
+     "completions held before poll() drains them; posting beyond it takes no more requests"},
     {"rdma.qp_timeout", ConfigType::kInt, "16",
      "local ACK timeout exponent: 4.096 us * 2^n (1..30)"},
     {"rdma.retry_cnt", ConfigType::kInt, "7", "transport retries before a send fails (0..7)"},
@@ -120,6 +123,8 @@ Status RdmaTransport::init(const Config& cfg) {
   opts_.retry_cnt = static_cast<uint8_t>(rc);
   opts_.rnr_retry = static_cast<uint8_t>(rnr);
   opts_.unexpected_bytes = static_cast<uint64_t>(geti("rdma.unexpected_bytes"));
+  GW_ASSIGN_OR_RETURN(int64_t cqd, range("rdma.cq_depth", 16, 1 << 24, ""));
+  opts_.cq_depth = static_cast<size_t>(cqd);
   opts_.hello_timeout_ms = static_cast<int>(geti("rdma.hello_timeout_ms"));
   GW_ASSIGN_OR_RETURN(int64_t spin_us, range("rdma.spin_us", 0, 1000000, ""));
   opts_.spin = Nanos(spin_us * 1000);
@@ -172,7 +177,8 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;
-  done_.resize(1024);
+  sink_.init(opts_.cq_depth);
+  store_.init(opts_.unexpected_bytes);
   any_.init(opts_.max_outstanding);
   stash_.resize(kPollBatch);
   log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}",
@@ -462,17 +468,8 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   const int k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc);
   if (k < 0) return Status(Code::kSystemError, "rdma: ibv_poll_cq on " + dev_.name, -k);
   // Older completions first; if they all fit, this pass's go straight into `out`.
-  size_t m = 0;
-  while (m < out.size() && done_size_ > 0) {
-    out[m++] = done_[done_head_];
-    done_head_ = (done_head_ + 1) & (done_.size() - 1);
-    --done_size_;
-  }
-  if (done_size_ == 0) {
-    direct_ = out.data();
-    direct_n_ = m;
-    direct_cap_ = out.size();
-  }
+  size_t m = sink_.drain(out);
+  sink_.open_direct(out, m);
   int n = 0;
   if (stash_n_ > 0) {
     for (size_t i = 0; i < stash_n_; ++i) handle_wc(stash_[i]);
@@ -488,10 +485,7 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
-  if (direct_) m = direct_n_;
-  direct_ = nullptr;
-  direct_n_ = direct_cap_ = 0;
-  return m;
+  return sink_.close_direct(m);
 }
 
 int RdmaTransport::arm() {
@@ -510,22 +504,10 @@ int RdmaTransport::arm() {
   return epfd_.get();
 }
 
-void RdmaTransport::grow_done() {  // completions are never dropped
-  std::vector<Completion> bigger(done_.size() * 2);
-  for (size_t i = 0; i < done_size_; ++i) bigger[i] = done_[(done_head_ + i) & (done_.size() - 1)];
-  done_.swap(bigger);
-  done_head_ = 0;
-}
-
 void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
   if (ep->id() < eps_.size()) eps_[ep->id()] = nullptr;
   cq_used_ -= ep->cq_entries();
-  size_t kept = 0;
-  for (size_t i = 0; i < done_size_; ++i) {
-    const Completion& c = done_[(done_head_ + i) & (done_.size() - 1)];
-    if (c.ep != ep) done_[(done_head_ + kept++) & (done_.size() - 1)] = c;
-  }
-  done_size_ = kept;
+  sink_.purge(ep);
 }
 
 int RdmaTransport::find_any(uint64_t tag, uint64_t before) const {
@@ -552,13 +534,15 @@ RecvRequest RdmaTransport::take_any(int i) {
 }
 
 Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  static const std::string kAny = "any peer";
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];
-    if (r.buf == nullptr && r.len > 0) {
-      if (n == 0) return Status(Code::kInvalidArgument, "rdma: any-source receive into null");
+    if (Status st = core::check_recv("rdma", kAny, r); !st.ok()) {
+      if (n == 0) return st;
       break;
     }
+    if (!sink_.reserve()) break;  // its completion first: none is ever dropped
     RdmaEndpoint* best = nullptr;
     int best_u = -1;
     for (RdmaEndpoint* ep : eps_) {
@@ -570,13 +554,20 @@ Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
       }
     }
     if (best) {
+      ++best->outstanding_;  // the reservation completes through that endpoint
       best->take_unexpected(best_u, r);
       best->flush();
       continue;
     }
-    if (any_.full()) break;
+    if (any_.full()) {
+      sink_.unreserve(1);
+      break;
+    }
     any_.push_back(AnyRecv{r, next_post_seq()});
   }
+  // Messages left in their receive buffers (back-pressure) may match these now.
+  for (RdmaEndpoint* ep : eps_)
+    if (ep && ep->bound_ && ep->held()) ep->retry_held();
   return n;
 }
 
@@ -604,7 +595,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"eager_sent", c.eager_sent},           {"rndv_sent", c.rndv_sent},
           {"zero_copy_sends", c.zero_copy_sends},
           {"inline_sends", c.inline_sends},       {"unexpected_msgs", c.unexpected_msgs},
-          {"unexpected_bytes_now", unexpected_used_},
+          {"unexpected_bytes_now", store_.used()},
           {"truncated_recvs", c.truncated_recvs}, {"protocol_errors", c.protocol_errors},
           {"rejected_conns", c.rejected_conns},   {"endpoint_errors", c.endpoint_errors},
           {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
@@ -615,7 +606,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"advert_writes_received", c.advert_writes_received},
           {"adverts_received", c.adverts_received},
           {"staged_sends", c.staged_sends},       {"staged_recvs", c.staged_recvs},
-          {"staging_windows", c.staging_windows},
+          {"staging_windows", c.staging_windows}, {"held_stalls", c.held_stalls},
           {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},
           {"reg_cache_invalidations", regcache_->invalidations()},

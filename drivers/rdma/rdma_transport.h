@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gw_config.h"
+#include "gw_core_sink.h"
 #include "gw_device.h"
 #include "gw_slots.h"
 #include "gw_socket.h"
@@ -45,6 +46,7 @@ struct Options {
   uint64_t min_stripe = 0;      // smallest stripe of a rendezvous message
   bool advertise = true;        // advertise receives posted ahead (rdma_advert.cc)
   uint64_t unexpected_bytes = 0;
+  size_t cq_depth = 0;          // completions held before poll() drains them
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
   Nanos spin{0};                // polling before a blocking wait sleeps, while traffic flows
@@ -125,13 +127,11 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
   RegCache& regcache() { return *regcache_; }
-  /// Where the next completion goes, for the caller to fill: during progress() the caller's
-  /// array while it has room (nothing older is queued then), else the ring (grown when full).
-  Completion& push_completion() {
-    if (direct_n_ < direct_cap_) return direct_[direct_n_++];
-    if (done_size_ == done_.size()) grow_done();
-    return done_[(done_head_ + done_size_++) & (done_.size() - 1)];
-  }
+  /// The transport core's completion sink: a request is accepted only after its completion
+  /// is reserved (rdma.cq_depth), so none is ever dropped.
+  core::CompletionSink& sink() { return sink_; }
+  /// Unexpected eager messages and unexpected rendezvous pulls, within rdma.unexpected_bytes.
+  core::UnexpectedStore& store() { return store_; }
   uint64_t next_post_seq() { return post_seq_++; }
   uint64_t next_arrival() { return arrivals_++; }
   void endpoint_gone(RdmaEndpoint* ep);
@@ -167,8 +167,8 @@ class RdmaTransport final : public Transport {
     uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
     uint64_t advert_writes_received = 0, adverts_received = 0;
     uint64_t staged_sends = 0, staged_recvs = 0, staging_windows = 0;
+    uint64_t held_stalls = 0;  // times messages began to wait in receive buffers
   } counters_;
-  uint64_t unexpected_used_ = 0;
   std::shared_ptr<spdlog::logger> log_;
 
  private:
@@ -182,7 +182,6 @@ class RdmaTransport final : public Transport {
   void answer(std::unique_ptr<PendingConn> pc);
   void expire_pending();
   void handle_wc(const ibv_wc& wc);
-  void grow_done();
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
 
   Options opts_;
@@ -208,12 +207,8 @@ class RdmaTransport final : public Transport {
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
   std::vector<std::unique_ptr<PendingConn>> pending_;
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
-  // Ring of finished requests; grows (doubling: the size stays a power of two, indices wrap
-  // by a mask), never drops.
-  std::vector<Completion> done_;
-  size_t done_head_ = 0, done_size_ = 0;
-  Completion* direct_ = nullptr;  // progress(): the caller's array, filled up to direct_cap_
-  size_t direct_n_ = 0, direct_cap_ = 0;
+  core::CompletionSink sink_;
+  core::UnexpectedStore store_;
   SlotList<AnyRecv> any_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
   GpuPath gpu_;  // how CUDA device memory is registered

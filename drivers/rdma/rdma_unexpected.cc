@@ -28,19 +28,20 @@ void RdmaEndpoint::take_unexpected(int u, const RecvRequest& r) {
     attach(m.rndv, r);
     return;
   }
-  if (m.data) t_->unexpected_used_ -= m.len;
-  deliver(r, m.type, m.tag, m.len, m.data.get(), m.send_id);
+  deliver(r, m.type, m.tag, m.len, m.data.p.get(), m.send_id);
+  if (m.type == MsgType::kEager) t_->store().give(std::move(m.data), m.len);
 }
 
 void RdmaEndpoint::pull(Unexpected& u) {
-  if (t_->unexpected_used_ + u.len > t_->opts().unexpected_bytes || free_rndv_.empty() ||
-      txq_.full())
-    return;
-  std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[u.len]);
-  if (!buf) return;
-  MrPtr mr(ibv_reg_mr(t_->pd(), buf.get(), u.len,
+  if (free_rndv_.empty() || txq_.full()) return;
+  core::UBuf buf;
+  if (!t_->store().take(u.len, &buf)) return;  // beyond the budget: wait for the receive
+  MrPtr mr(ibv_reg_mr(t_->pd(), buf.p.get(), u.len,
                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  if (!mr) return;  // e.g. the locked-memory limit: wait for the receive instead
+  if (!mr) {  // e.g. the locked-memory limit: wait for the receive instead
+    t_->store().give(std::move(buf), u.len);
+    return;
+  }
   const uint32_t s = free_rndv_.back();
   free_rndv_.pop_back();
   RndvRecv& rv = rndv_[s];
@@ -55,13 +56,12 @@ void RdmaEndpoint::pull(Unexpected& u) {
   it.id = u.send_id;
   it.id2 = s;
   it.len = u.len;
-  it.addr = reinterpret_cast<uintptr_t>(buf.get());
+  it.addr = reinterpret_cast<uintptr_t>(buf.p.get());
   it.rkey = mr->rkey;
   it.stripes = rv.stripes_left;
   rv.bounce = std::move(buf);
   rv.bounce_mr = std::move(mr);
   txq_.push(it);
-  t_->unexpected_used_ += u.len;
   ++t_->counters_.unexpected_pulls;
   u.rndv = s;
 }
@@ -82,10 +82,10 @@ void RdmaEndpoint::landed(uint32_t r) {
   } else if (!rv.discard) {
     RecvRequest req = rv.req;
     uint64_t len = rv.len;
-    const uint8_t* data = rv.bounce.get();
+    const uint8_t* data = rv.bounce.p.get();
     deliver(req, MsgType::kEager, rv.tag, len, data, 0);
   }
-  if (!kept) t_->unexpected_used_ -= rv.len;
+  if (!kept) t_->store().give(std::move(rv.bounce), rv.len);
   rv = RndvRecv{};
   free_rndv_.push_back(r);
 }

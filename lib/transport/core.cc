@@ -180,11 +180,13 @@ bool EndpointCore::set_error(const Status& st, bool orderly, bool sends_pending)
   if (failed()) return false;
   error_ = st;
   ++t_->counters_.endpoint_errors;
-  // A peer leaving in order with nothing pending is how a job ends; anything else loses work.
-  const bool pending = sends_pending || has_pending();
-  t_->log_->log(orderly && !pending ? spdlog::level::debug : spdlog::level::warn, "{}",
-                st.to_string());
+  log_failure(*t_->log_, st, orderly, sends_pending || has_pending());
   return true;
+}
+
+void log_failure(spdlog::logger& log, const Status& st, bool orderly, bool pending) {
+  log.log(orderly && !pending ? spdlog::level::debug : spdlog::level::warn, "{}",
+          st.to_string());
 }
 
 bool EndpointCore::has_pending() const {

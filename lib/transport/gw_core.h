@@ -51,6 +51,10 @@ class RecvHooks {
   virtual bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n);
 };
 
+/// The log level of an endpoint failure: a peer leaving in order with nothing pending is how
+/// a job ends (debug); anything else loses work (warn).
+void log_failure(spdlog::logger& log, const Status& st, bool orderly, bool pending);
+
 struct CoreCounters {
   uint64_t msgs_received = 0, unexpected_msgs = 0, truncated_recvs = 0, endpoint_errors = 0;
 };

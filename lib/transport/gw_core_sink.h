@@ -33,9 +33,29 @@ class CompletionSink {
   void reserve_event();
   void release_event() { --events_; }
   void push(const Completion& c) {
+    if (dn_ < dcap_) {  // straight into the caller's array (open_direct)
+      direct_[dn_++] = c;
+      release(c);
+      return;
+    }
     if (ring_.full()) [[unlikely]]
       return overflow(c);
     ring_.push(c);
+  }
+  /// For a progress pass that drained `n` completions into `out`: while nothing older waits,
+  /// further pushes go straight into out[n..] (no copy through the ring).
+  void open_direct(std::span<Completion> out, size_t n) {
+    if (!ring_.empty()) return;
+    direct_ = out.data();
+    dn_ = n;
+    dcap_ = out.size();
+  }
+  /// Ends open_direct(); @return how many of `out` are filled (`n` if it was not open).
+  size_t close_direct(size_t n) {
+    if (direct_) n = dn_;
+    direct_ = nullptr;
+    dn_ = dcap_ = 0;
+    return n;
   }
   /// Move finished requests to `out`, releasing their reservations.
   size_t drain(std::span<Completion> out) {
@@ -56,6 +76,8 @@ class CompletionSink {
   void grow(size_t cap);
   Ring<Completion> ring_;
   size_t depth_ = 0, events_ = 0, requests_ = 0;
+  Completion* direct_ = nullptr;
+  size_t dn_ = 0, dcap_ = 0;
 };
 
 /// A buffer for one unexpected message.
