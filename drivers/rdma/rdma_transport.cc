@@ -19,7 +19,6 @@
 namespace gw::drv::rdma {
 namespace {
 
-constexpr int kMaxPending = 256;
 constexpr int kPollBatch = 32;
 
 Result<std::unique_ptr<Transport>> open_rdma(const Config& cfg) {
@@ -146,7 +145,20 @@ Status RdmaTransport::init(const Config& cfg) {
     GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, "", "auto"));
     ctrl_local_ = local.addr;
   }
-  GW_ASSIGN_OR_RETURN(listen_fd_, listen_on(ctrl_local_, 1024));
+  GW_RETURN_IF_ERROR(listener_.open(
+      "rdma", log_, ctrl_local_, sizeof(Hello), opts_.hello_timeout_ms,
+      [](const uint8_t* b) -> const char* {
+        Hello h;
+        std::memcpy(&h, b, sizeof h);
+        return h.magic != kHelloMagic || h.version != kWireVersion
+                   ? "not a gradwire rdma hello (wrong magic or version)"
+                   : nullptr;
+      },
+      [this](Fd fd, const uint8_t* b) {
+        Hello h;
+        std::memcpy(&h, b, sizeof h);
+        answer(std::move(fd), h);
+      }));
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epfd_ || !wake_fd_) return Status(Code::kSystemError, "rdma: epoll/eventfd", errno);
@@ -158,7 +170,7 @@ Status RdmaTransport::init(const Config& cfg) {
       return Status(Code::kSystemError, "rdma: epoll_ctl", errno);
     return Status();
   };
-  GW_RETURN_IF_ERROR(watch(listen_fd_.get(), &listen_item_));
+  GW_RETURN_IF_ERROR(watch(listener_.fd(), &listen_item_));
   GW_RETURN_IF_ERROR(watch(channel_->fd, &channel_item_));
   GW_RETURN_IF_ERROR(watch(wake_fd_.get(), &wake_item_));
 
@@ -297,67 +309,22 @@ Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who,
   return Status();
 }
 
-void RdmaTransport::accept_pending() {
-  for (;;) {
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    if (pending_.size() >= kMaxPending) {
-      ::close(fd);
-      ++counters_.rejected_conns;
-      continue;
-    }
-    auto pc = std::make_unique<PendingConn>();
-    pc->kind = PollItem::kPending;
-    pc->fd = Fd(fd);
-    pc->since = Clock::now();
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = static_cast<PollItem*>(pc.get());
-    ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
-    pending_.push_back(std::move(pc));
-    read_hello(pending_.back().get());
-  }
-}
-
-void RdmaTransport::read_hello(PendingConn* pc) {
-  ssize_t r = ::recv(pc->fd.get(), reinterpret_cast<uint8_t*>(&pc->hello) + pc->got,
-                     sizeof(Hello) - pc->got, MSG_DONTWAIT);
-  const char* why = nullptr;
-  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-    why = "closed before sending its hello";
-  } else if (r > 0) {
-    pc->got += static_cast<size_t>(r);
-    if (pc->got < sizeof(Hello)) return;
-    if (pc->hello.magic != kHelloMagic || pc->hello.version != kWireVersion)
-      why = "not a gradwire rdma hello (wrong magic or version)";
-  } else {
-    return;
-  }
-  ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, pc->fd.get(), nullptr);
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [pc](auto& u) { return u.get() == pc; });
-  std::unique_ptr<PendingConn> owned = std::move(*it);
-  pending_.erase(it);
-  if (why) {
-    ++counters_.rejected_conns;
-    log_->warn("rdma: rejected a control connection: {}", why);
-    return;
-  }
-  answer(std::move(owned));
-}
-
-// Passive side: make the QP, connect it, reply, and park it until connect() asks for the key.
-void RdmaTransport::answer(std::unique_ptr<PendingConn> pc) {
-  const Hello& h = pc->hello;
+void RdmaTransport::answer(Fd fd, const Hello& h) {
   const std::string who = "the peer with key " + std::to_string(h.key);
-  auto refuse = [&](const Status& st) {
-    ++counters_.rejected_conns;
-    log_->warn("rdma: refused a connection: {}", st.to_string());
-  };
-  if (parked_.count(h.key)) return refuse(Status(Code::kProtocolError, "duplicate key"));
+  auto refuse = [&](const Status& st) { listener_.refuse(st.to_string()); };
+  if (parked_.count(h.key)) {
+    return refuse(Status(Code::kProtocolError,
+                         "a second connection with key " + std::to_string(h.key) +
+                             " while the first waits to be taken (two jobs sharing a store "
+                             "prefix? give each its own)"));
+  }
   const int per_ep = cq_per_endpoint();
-  if (cq_used_ + per_ep > cq_size_)
-    return refuse(Status(Code::kResourceExhausted, "completion queue full"));
+  if (cq_used_ + per_ep > cq_size_) {
+    return refuse(Status(Code::kResourceExhausted,
+                         "rdma: completion queue of " + std::to_string(cq_size_) +
+                             " entries is full; lower rdma.recv_depth, rdma.sq_depth, "
+                             "rdma.max_outstanding or rdma.qps_per_conn"));
+  }
   auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
   eps_.push_back(ep.get());
   cq_used_ += per_ep;
@@ -365,24 +332,10 @@ void RdmaTransport::answer(std::unique_ptr<PendingConn> pc) {
   if (st.ok()) st = ep->connect_qp(h, who);
   if (!st.ok()) return refuse(st);
   Hello mine = ep->local_hello(h.key);
-  st = write_all(pc->fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
+  st = write_all(fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
   if (!st.ok()) return refuse(st);
-  ep->ctrl_ = std::move(pc->fd);
+  ep->ctrl_ = std::move(fd);
   parked_.emplace(h.key, std::move(ep));
-}
-
-void RdmaTransport::expire_pending() {
-  auto limit = Millis(opts_.hello_timeout_ms);
-  for (size_t i = 0; i < pending_.size();) {
-    if (Clock::now() - pending_[i]->since < limit) {
-      ++i;
-      continue;
-    }
-    ++counters_.rejected_conns;
-    log_->warn("rdma: dropped a control connection that sent no hello within {} ms",
-               opts_.hello_timeout_ms);
-    pending_.erase(pending_.begin() + static_cast<long>(i));
-  }
 }
 
 void RdmaTransport::watch_ctrl(RdmaEndpoint* ep, int fd) {
@@ -406,7 +359,7 @@ void RdmaTransport::service_events() {
     auto* item = static_cast<PollItem*>(evs[i].data.ptr);
     switch (item->kind) {
       case PollItem::kListener:
-        accept_pending();
+        listener_.service();
         break;
       case PollItem::kChannel: {
         ibv_cq* cq = nullptr;
@@ -423,9 +376,6 @@ void RdmaTransport::service_events() {
         [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &v, sizeof v);
         break;
       }
-      case PollItem::kPending:
-        read_hello(static_cast<PendingConn*>(item));
-        break;
       case PollItem::kCtrl: {
         RdmaEndpoint* ep = static_cast<CtrlItem*>(item)->ep;
         char buf[64];
@@ -449,7 +399,7 @@ void RdmaTransport::service_events() {
       }
     }
   }
-  if (!pending_.empty()) expire_pending();
+  if (listener_.needs_tick()) listener_.tick();
 }
 
 void RdmaTransport::handle_wc(const ibv_wc& wc) {
@@ -480,7 +430,8 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   n += k;
   // Idle: the epoll set (control connections, listener) every 32 polls, but in a busy loop
   // at most every 500 us: epoll_wait is a system call that delays the next poll.
-  if (n == 0 && (armed_ || !pending_.empty() || (++idle_polls_ % 32 == 0 && service_due())))
+  if (n == 0 &&
+      (armed_ || listener_.needs_tick() || (++idle_polls_ % 32 == 0 && service_due())))
     service_events();
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
@@ -597,7 +548,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"inline_sends", c.inline_sends},       {"unexpected_msgs", c.unexpected_msgs},
           {"unexpected_bytes_now", store_.used()},
           {"truncated_recvs", c.truncated_recvs}, {"protocol_errors", c.protocol_errors},
-          {"rejected_conns", c.rejected_conns},   {"endpoint_errors", c.endpoint_errors},
+          {"rejected_conns", listener_.rejected()},   {"endpoint_errors", c.endpoint_errors},
           {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
           {"cq_events", c.cq_events},             {"endpoints", live},
           {"striped_sends", c.striped_sends},     {"unexpected_pulls", c.unexpected_pulls},

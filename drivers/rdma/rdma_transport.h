@@ -16,6 +16,7 @@
 
 #include "gw_config.h"
 #include "gw_core_sink.h"
+#include "gw_listener.h"
 #include "gw_device.h"
 #include "gw_slots.h"
 #include "gw_socket.h"
@@ -57,15 +58,7 @@ inline constexpr int64_t kMaxStagingSlots = 256;
 
 /// What an epoll event points at.
 struct PollItem {
-  enum Kind : uint8_t { kListener, kChannel, kWake, kPending, kCtrl } kind;
-};
-
-/// An accepted control connection waiting for its Hello.
-struct PendingConn : PollItem {
-  Fd fd;
-  Hello hello{};
-  size_t got = 0;
-  Clock::time_point since;
+  enum Kind : uint8_t { kListener, kChannel, kWake, kCtrl } kind;
 };
 
 /// The control connection of an endpoint (watched for EOF: the peer died).
@@ -161,7 +154,7 @@ class RdmaTransport final : public Transport {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
     uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
     uint64_t zero_copy_sends = 0;
-    uint64_t protocol_errors = 0, rejected_conns = 0, endpoint_errors = 0;
+    uint64_t protocol_errors = 0, endpoint_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
     uint64_t striped_sends = 0, unexpected_pulls = 0;
     uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
@@ -177,10 +170,8 @@ class RdmaTransport final : public Transport {
   Status init_verbs();
   void service_events();
   bool service_due();
-  void accept_pending();
-  void read_hello(PendingConn* pc);
-  void answer(std::unique_ptr<PendingConn> pc);
-  void expire_pending();
+  /// Passive side: make the QP, connect it, reply, and park it until connect() asks for it.
+  void answer(Fd fd, const Hello& h);
   void handle_wc(const ibv_wc& wc);
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
 
@@ -194,7 +185,8 @@ class RdmaTransport final : public Transport {
   CqPtr cq_verbs_;
   int cq_size_ = 0, cq_used_ = 0;
   std::unique_ptr<RegCache> regcache_;
-  Fd epfd_, listen_fd_, wake_fd_;
+  Fd epfd_, wake_fd_;
+  core::HelloListener listener_;
   PollItem listen_item_{PollItem::kListener}, channel_item_{PollItem::kChannel},
       wake_item_{PollItem::kWake};
   RdmaCq cq_;
@@ -205,7 +197,6 @@ class RdmaTransport final : public Transport {
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
   std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
-  std::vector<std::unique_ptr<PendingConn>> pending_;
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
   core::CompletionSink sink_;
   core::UnexpectedStore store_;

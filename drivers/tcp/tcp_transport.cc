@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "gw_transport_driver.h"
@@ -14,7 +15,6 @@
 namespace gw::drv::tcp {
 namespace {
 
-constexpr int kMaxPending = 256;
 
 Result<std::unique_ptr<Transport>> open_tcp(const Config& cfg) { return TcpTransport::open(cfg); }
 
@@ -94,13 +94,28 @@ Status TcpTransport::init(const Config& cfg) {
                                                cfg.get_string("tcp.family").value()));
   local_ = local.addr;
   local_.set_port(static_cast<uint16_t>(geti("tcp.port")));
-  GW_ASSIGN_OR_RETURN(listen_fd_, listen_on(local_, 1024));
+  GW_RETURN_IF_ERROR(listener_.open(
+      "tcp", log_, local_, sizeof(FrameHeader), opts_.hello_timeout_ms,
+      [this](const uint8_t* b) -> const char* {
+        FrameHeader h;
+        std::memcpy(&h, b, sizeof h);
+        const char* why = check_header(h, opts_.max_message);
+        if (!why && h.type != static_cast<uint8_t>(FrameType::kHello))
+          why = "first frame is not a hello";
+        return why;
+      },
+      [this](Fd fd, const uint8_t* b) {
+        Parked pk{std::move(fd), {}};
+        std::memcpy(&pk.hello, b, sizeof pk.hello);
+        const uint64_t key = pk.hello.tag;
+        parked_.emplace(key, std::move(pk));
+      }));
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epfd_) return Status(Code::kSystemError, "tcp: epoll_create1", errno);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &listen_item_;
-  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev) != 0)
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, listener_.fd(), &ev) != 0)
     return Status(Code::kSystemError, "tcp: epoll_ctl(listener)", errno);
 
   uint8_t payload[32];
@@ -174,11 +189,11 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
 Result<std::vector<Fd>> TcpTransport::take_parked(uint64_t key) {
   auto [lo, hi] = parked_.equal_range(key);
   if (lo == hi) return Status(Code::kUnavailable, "not yet");
-  size_t want = lo->second->hello.msg_len;
-  std::vector<PendingConn*> by_index(want, nullptr);
+  size_t want = lo->second.hello.msg_len;
+  std::vector<Parked*> by_index(want, nullptr);
   for (auto it = lo; it != hi; ++it) {
-    auto& h = it->second->hello;
-    if (h.msg_len == want && h.offset < want) by_index[h.offset] = it->second.get();
+    auto& h = it->second.hello;
+    if (h.msg_len == want && h.offset < want) by_index[h.offset] = &it->second;
   }
   for (auto* pc : by_index)
     if (!pc) return Status(Code::kUnavailable, "not yet");
@@ -188,76 +203,6 @@ Result<std::vector<Fd>> TcpTransport::take_parked(uint64_t key) {
   return fds;
 }
 
-void TcpTransport::accept_pending() {
-  for (;;) {
-    SockAddr from;
-    from.len = sizeof from.ss;
-    int fd = ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&from.ss), &from.len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    if (pending_.size() >= kMaxPending) {
-      ::close(fd);
-      ++counters_.rejected_conns;
-      log_->warn("tcp: refused a connection from {}: {} are already waiting to identify",
-                 from.to_string(), kMaxPending);
-      continue;
-    }
-    auto pc = std::make_unique<PendingConn>();
-    pc->kind = PollItem::kPending;
-    pc->fd = Fd(fd);
-    pc->since = Clock::now();
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = static_cast<PollItem*>(pc.get());
-    ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
-    pending_.push_back(std::move(pc));
-    read_hello(pending_.back().get());
-  }
-}
-
-void TcpTransport::read_hello(PendingConn* pc) {
-  // Read exactly the hello: what follows is data for the endpoint.
-  ssize_t r = ::recv(pc->fd.get(), reinterpret_cast<uint8_t*>(&pc->hello) + pc->got,
-                     sizeof(FrameHeader) - pc->got, MSG_DONTWAIT);
-  const char* why = nullptr;
-  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-    why = "closed before identifying itself";
-  } else if (r > 0) {
-    pc->got += static_cast<size_t>(r);
-    if (pc->got < sizeof(FrameHeader)) return;
-    why = check_header(pc->hello, opts_.max_message);
-    if (!why && pc->hello.type != static_cast<uint8_t>(FrameType::kHello))
-      why = "first frame is not a hello";
-  } else {
-    return;
-  }
-  ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, pc->fd.get(), nullptr);
-  auto it = std::find_if(pending_.begin(), pending_.end(),
-                         [pc](auto& u) { return u.get() == pc; });
-  std::unique_ptr<PendingConn> owned = std::move(*it);
-  pending_.erase(it);
-  if (why) {
-    ++counters_.rejected_conns;
-    log_->warn("tcp: rejected an incoming connection: {}", why);
-    return;
-  }
-  parked_.emplace(owned->hello.tag, std::move(owned));
-}
-
-void TcpTransport::expire_pending() {
-  auto limit = Millis(opts_.hello_timeout_ms);
-  for (size_t i = 0; i < pending_.size();) {
-    if (Clock::now() - pending_[i]->since < limit) {
-      ++i;
-      continue;
-    }
-    ++counters_.rejected_conns;
-    log_->warn("tcp: dropped an incoming connection that sent no hello within {} ms",
-               opts_.hello_timeout_ms);
-    pending_.erase(pending_.begin() + static_cast<long>(i));
-  }
-}
-
 Status TcpTransport::wait_events(int timeout_ms) {
   int n = ::epoll_wait(epfd_.get(), events_.data(), static_cast<int>(events_.size()), timeout_ms);
   if (n < 0 && errno != EINTR) return Status(Code::kSystemError, "tcp: epoll_wait", errno);
@@ -265,9 +210,7 @@ Status TcpTransport::wait_events(int timeout_ms) {
     auto* item = static_cast<PollItem*>(events_[i].data.ptr);
     uint32_t e = events_[i].events;
     if (item->kind == PollItem::kListener) {
-      accept_pending();
-    } else if (item->kind == PollItem::kPending) {
-      read_hello(static_cast<PendingConn*>(item));
+      listener_.service();
     } else {
       auto* s = static_cast<Stream*>(item);
       if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) s->readable = true;
@@ -300,7 +243,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().
   // Every 64th poll still asks epoll (listener, hang-ups, writability).
   if (timeout_ms == 0 && nstreams > 0 && nstreams <= kDirectStreams && !tx &&
-      pending_.empty() && (++polls_ & 63) != 0) {
+      !listener_.has_pending() && (++polls_ & 63) != 0) {
     for (TcpEndpoint* ep : eps_)
       for (auto& sp : ep->streams_) sp->readable = !ep->failed();
   } else {
@@ -316,7 +259,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
         ep->read(s);
     }
   }
-  if (!pending_.empty()) expire_pending();
+  if (listener_.needs_tick()) listener_.tick();
   return core_.sink().drain(out);
 }
 
@@ -351,7 +294,7 @@ std::map<std::string, uint64_t> TcpTransport::stats() const {
   std::map<std::string, uint64_t> m = {
           {"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
           {"msgs_sent", c.msgs_sent},           {"rx_stalls", c.rx_stalls},
-          {"protocol_errors", c.protocol_errors}, {"rejected_conns", c.rejected_conns},
+          {"protocol_errors", c.protocol_errors}, {"rejected_conns", listener_.rejected()},
           {"endpoints", eps_.size()},
           {"staged_tx_bytes", c.staged_tx_bytes}, {"staged_rx_bytes", c.staged_rx_bytes}};
   core_.add_stats(m);

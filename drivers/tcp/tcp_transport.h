@@ -14,6 +14,7 @@
 
 #include "gw_config.h"
 #include "gw_core.h"
+#include "gw_listener.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
 #include "tcp_slots.h"
@@ -31,15 +32,13 @@ class TcpEndpoint;
 
 /// What an epoll event points at.
 struct PollItem {
-  enum Kind : uint8_t { kListener, kPending, kStream } kind;
+  enum Kind : uint8_t { kListener, kStream } kind;
 };
 
-/// An accepted socket waiting for (or holding) its HELLO.
-struct PendingConn : PollItem {
+/// An accepted stream whose HELLO came, waiting for connect() to take it.
+struct Parked {
   Fd fd;
   FrameHeader hello{};
-  size_t got = 0;
-  Clock::time_point since;
 };
 
 struct Stream : PollItem {
@@ -140,7 +139,7 @@ class TcpTransport final : public Transport {
   static constexpr size_t kDrainSize = 64 * 1024;
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
-    uint64_t protocol_errors = 0, rejected_conns = 0;
+    uint64_t protocol_errors = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
@@ -149,22 +148,19 @@ class TcpTransport final : public Transport {
   TcpTransport() : cq_(this) {}
   Status init(const Config& cfg);
   Status wait_events(int timeout_ms);
-  void accept_pending();
-  void read_hello(PendingConn* pc);
-  void expire_pending();
   Result<std::vector<Fd>> take_parked(uint64_t key);
 
   Options opts_;
   TransportProperties props_;
   Address addr_;
   SockAddr local_;
-  Fd epfd_, listen_fd_;
+  Fd epfd_;
+  core::HelloListener listener_;
   PollItem listen_item_{PollItem::kListener};
   TcpCq cq_;
   core::TransportCore core_;
   std::vector<TcpEndpoint*> eps_;
-  std::vector<std::unique_ptr<PendingConn>> pending_;
-  std::multimap<uint64_t, std::unique_ptr<PendingConn>> parked_;  // key -> HELLOed sockets
+  std::multimap<uint64_t, Parked> parked_;  // key -> HELLOed sockets
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
   DeviceOps* dev_ = nullptr;         // null: no usable GPU (dev_why_ says why)

@@ -137,6 +137,33 @@ TEST_F(Core, SinkDepthBoundsRequestsButNotEndpointEvents) {
   EXPECT_TRUE(eps[0]->core.reserve()) << "drained completions free their reservations";
 }
 
+// A progress pass hands completions straight to the caller's array while nothing older waits,
+// in order, then overflows into the ring; reservations are freed either way.
+TEST_F(Core, SinkDirectModeKeepsOrderAndReleases) {
+  TestEndpoint ep(&t, 1);
+  CompletionSink& s = t.sink();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(ep.core.reserve());
+  Completion out[4];
+  size_t m = s.drain(out);
+  ASSERT_EQ(m, 0u);
+  s.open_direct(out, m);
+  for (uint64_t i = 0; i < 6; ++i) ep.core.complete(i, 0, 0, Op::kSend, Code::kOk);
+  m = s.close_direct(m);
+  ASSERT_EQ(m, 4u) << "the caller's array filled first";
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(out[i].wr_id, i);
+  // The two that did not fit wait in the ring; while they do, no pass goes direct.
+  ASSERT_TRUE(ep.core.reserve());
+  s.open_direct(out, 0);
+  ep.core.complete(6, 0, 0, Op::kSend, Code::kOk);
+  EXPECT_EQ(s.close_direct(0), 0u) << "a newer completion overtook older ones";
+  m = s.drain(out);
+  ASSERT_EQ(m, 3u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(out[i].wr_id, 4 + i);
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(ep.core.reserve()) << "reservation " << i << " leaked";
+  EXPECT_FALSE(ep.core.reserve());
+  for (uint64_t i = 0; i < 16; ++i) ep.core.complete(i, 0, 0, Op::kSend, Code::kOk);
+}
+
 TEST_F(Core, FailureCompletesPostedAndOwedReceivesKeepsBufferedOnOrderlyClose) {
   TestEndpoint a(&t, 1);
   ASSERT_TRUE(a.arrive(0, 4, {9, 9}));  // buffered, unclaimed: stays receivable
