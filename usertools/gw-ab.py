@@ -40,6 +40,14 @@ WORKLOADS = [
      False),
     ("allreduce 64 MiB, 2 ranks tcp, us", "coll",
      ["-t", LO, "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0"], "time_us", False),
+    # Soft-RoCE exists only in the VM: run there, e.g.
+    # usertools/gw-rxe-vm.sh -- /usr/bin/python3 usertools/gw-ab.py OLD NEW --only rdma
+    ("rdma 2 B ping-pong, us", "perf",
+     ["-t", "rdma:dev=rxe0", "--test", "lat", "-s", "2", "-n", "1000", "--busy"], "t_typical_us",
+     False),
+    ("rdma 64 KiB bandwidth, MB/s", "perf",
+     ["-t", "rdma:dev=rxe0", "--test", "bw", "-s", "64K", "-n", "500", "--busy"], "bw_avg_MBps",
+     True),
 ]
 
 
@@ -71,7 +79,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated substrings of workload names")
     o = ap.parse_args()
-    wl = [w for w in WORKLOADS if not o.only or any(s in w[0] for s in o.only.split(","))]
+    wl = [w for w in WORKLOADS if any(s in w[0] for s in o.only.split(","))] if o.only else \
+        [w for w in WORKLOADS if not w[0].startswith("rdma")]
     res = {w[0]: {"old": [], "new": [], "ratio": []} for w in wl}
     load = open("/proc/loadavg").read().split()[:3]
     print("# %s, load %s, %d rounds, old=%s new=%s" %

@@ -50,28 +50,30 @@ std::map<std::string, Bus>& buses() {
 
 }  // namespace
 
-std::vector<std::string> eal_args(const Config& cfg) {
-  auto s = [&](const char* k) { return cfg.get_string(k).value(); };
+Result<std::vector<std::string>> eal_args(const Config& cfg) {
+  ConfigReader r(cfg);
   std::vector<std::string> a = {"gradwire"};
-  std::string lcores = s("dpdk.lcores");
+  std::string lcores = r.str("dpdk.lcores");
   a.push_back("--lcores=" + (lcores.empty() || lcores == "auto" ? default_lcores() : lcores));
-  std::string prefix = s("dpdk.file_prefix");
+  std::string prefix = r.str("dpdk.file_prefix");
   a.push_back("--file-prefix=" + (prefix.empty() ? "gw" + std::to_string(::getpid()) : prefix));
-  if (cfg.get_bool("dpdk.no_huge").value()) a.push_back("--no-huge");
+  if (r.flag("dpdk.no_huge")) a.push_back("--no-huge");
   a.push_back("-m");
-  a.push_back(std::to_string(cfg.get_int("dpdk.memory_mb").value()));
-  if (!cfg.get_bool("dpdk.pci").value()) a.push_back("--no-pci");
-  if (std::string iova = s("dpdk.iova_mode"); !iova.empty()) a.push_back("--iova-mode=" + iova);
-  a.push_back("--log-level=" + std::to_string(cfg.get_int("dpdk.log_level").value()));
-  std::istringstream extra(s("dpdk.eal_args"));
+  a.push_back(std::to_string(r.in("dpdk.memory_mb", 16, 1 << 20)));
+  if (!r.flag("dpdk.pci")) a.push_back("--no-pci");
+  if (std::string iova = r.one_of("dpdk.iova_mode", {"va", "pa", ""}); !iova.empty())
+    a.push_back("--iova-mode=" + iova);
+  a.push_back("--log-level=" + std::to_string(r.in("dpdk.log_level", 1, 8)));
+  std::istringstream extra(r.str("dpdk.eal_args"));
   for (std::string w; extra >> w;) a.push_back(w);
+  GW_RETURN_IF_ERROR(r.status());
   return a;
 }
 
 Status eal_init(const Config& cfg) {
   std::lock_guard<std::mutex> lock(g_mu);
   auto lg = log::get("gw.drv.dpdk");
-  auto args = eal_args(cfg);
+  GW_ASSIGN_OR_RETURN(auto args, eal_args(cfg));
   if (g_done) {
     if (args != g_args && g_status.ok())
       lg->warn("dpdk: the EAL is already initialised in this process; EAL keys of this "

@@ -25,7 +25,7 @@ inline constexpr int kRingBusMax = 16;
 Status eal_init(const Config& cfg);
 
 /// The EAL arguments `cfg` asks for (for logs and tests).
-std::vector<std::string> eal_args(const Config& cfg);
+Result<std::vector<std::string>> eal_args(const Config& cfg);
 
 /// A slot on the ring bus `bus`: its index and the rings of all slots.
 struct RingSlot {

@@ -112,37 +112,80 @@ Result<std::unique_ptr<Transport>> DpdkTransport::open(const Config& cfg) {
   return std::unique_ptr<Transport>(std::move(t));
 }
 
-Status DpdkTransport::init(const Config& cfg) {
-  log_ = log::get("gw.drv.dpdk");
-  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
-  auto gets = [&](const char* k) { return cfg.get_string(k).value(); };
-  auto getd = [&](const char* k) { return cfg.get_double(k).value(); };
-  PortOptions po;
-  po.vdev = gets("dpdk.vdev");
+namespace {
+
+// Options whose final value depends on the port (known after Port::open).
+struct Choices {
+  int64_t window = 0;
+  std::string checksum, zero_copy, ip;
+  FaultProbs rx, tx;
+  uint64_t fault_seed = 0;
+};
+
+// Every [dpdk] key the transport reads (eal_args reads the EAL's), range-checked.
+Status read_options(const Config& cfg, PortOptions* po, Options* o, Choices* c) {
+  ConfigReader r(cfg);
+  po->vdev = r.str("dpdk.vdev");
   for (auto [key, arg] : {std::pair{"dpdk.role", "role"}, std::pair{"dpdk.socket", "socket"},
                           std::pair{"dpdk.iface", "iface"}}) {
-    std::string v = gets(key);
+    std::string v = r.str(key);
     if (v == "auto" && std::string(arg) == "role") v = launcher_rank() == 0 ? "server" : "client";
-    if (!v.empty()) po.vdev += std::string(";") + arg + "=" + v;
+    if (!v.empty()) po->vdev += std::string(";") + arg + "=" + v;
   }
-  po.mtu = static_cast<int>(geti("dpdk.mtu"));
+  po->mtu = static_cast<int>(r.in("dpdk.mtu", 0, 65000));
+  po->ring_bus = r.str("dpdk.ring");
+  po->device = r.str("dpdk.device");
+  po->rx_desc = static_cast<int>(r.in("dpdk.rx_desc", 64, 16384));
+  po->tx_desc = static_cast<int>(r.in("dpdk.tx_desc", 64, 16384));
+  po->mbufs = static_cast<int>(r.in("dpdk.mbufs", 1023, 1 << 20));
+  c->window = r.in("dpdk.window", 0, 4096);
+  o->held_max = static_cast<int>(r.in("dpdk.held_max", 0, 1 << 20));
+  o->max_outstanding = static_cast<int>(r.in("dpdk.max_outstanding", 1, 1 << 20));
+  o->max_endpoints = static_cast<int>(r.in("dpdk.max_endpoints", 1, 65535));
+  o->cq_depth = static_cast<int>(r.in("dpdk.cq_depth", 16, 1 << 24));
+  o->unexpected_bytes = static_cast<uint64_t>(r.at_least("dpdk.unexpected_bytes", 0));
+  o->max_message = static_cast<uint64_t>(r.at_least("dpdk.max_message_bytes", 1));
+  constexpr int64_t kHour = 3'600'000;
+  o->rto_min_ns = static_cast<uint64_t>(r.in("dpdk.rto_min_us", 50, kHour * 1000)) * 1000;
+  o->rto_max_ns = std::max<uint64_t>(
+      o->rto_min_ns, static_cast<uint64_t>(r.in("dpdk.rto_max_ms", 1, kHour)) * 1'000'000);
+  o->peer_timeout_ns = static_cast<uint64_t>(r.in("dpdk.peer_timeout_ms", 10, kHour)) * 1'000'000;
+  o->linger_ns = static_cast<uint64_t>(r.in("dpdk.linger_ms", 0, 60'000)) * 1'000'000;
+  o->heartbeat_ns = static_cast<uint64_t>(r.in("dpdk.heartbeat_ms", 1, kHour)) * 1'000'000;
+  // true/false: what the key took before "auto".
+  c->checksum = r.one_of("dpdk.checksum", {"auto", "on", "off", "true", "false", "1", "0"});
+  if (c->checksum == "true" || c->checksum == "1") c->checksum = "on";
+  if (c->checksum == "false" || c->checksum == "0") c->checksum = "off";
+  o->zero_copy_min = static_cast<uint32_t>(r.in("dpdk.zero_copy_min", 1, 1 << 30));
+  c->zero_copy = r.one_of("dpdk.zero_copy", {"auto", "on", "off"});
+  o->udp_port = htons(static_cast<uint16_t>(r.in("dpdk.udp_port", 1, 65535)));
+  c->ip = r.str("dpdk.ip");
+  c->rx = {r.prob("dpdk.rx_drop"), r.prob("dpdk.rx_dup"), r.prob("dpdk.rx_reorder"),
+           r.prob("dpdk.rx_corrupt")};
+  c->tx = {r.prob("dpdk.tx_drop"), r.prob("dpdk.tx_dup"), r.prob("dpdk.tx_reorder"),
+           r.prob("dpdk.tx_corrupt")};
+  c->fault_seed = static_cast<uint64_t>(r.at_least("dpdk.fault_seed", 0));
+  return r.status();
+}
+
+}  // namespace
+
+Status DpdkTransport::init(const Config& cfg) {
+  log_ = log::get("gw.drv.dpdk");
+  PortOptions po;
+  Choices ch;
+  GW_RETURN_IF_ERROR(read_options(cfg, &po, &opts_, &ch));
   po.vdev = vdev_with_defaults(po.vdev, &po.mtu);
   wait_for_memif_server(po.vdev);
-  po.ring_bus = gets("dpdk.ring");
-  po.device = gets("dpdk.device");
   if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
     return Status(Code::kUnavailable,
                   "dpdk: no device configured (set dpdk.vdev, dpdk.ring or dpdk.device, e.g. "
                   "dpdk:vdev=net_memif0,role=server,socket=/tmp/gw.sock)");
   }
-  po.rx_desc = static_cast<int>(std::clamp<int64_t>(geti("dpdk.rx_desc"), 64, 16384));
-  po.tx_desc = static_cast<int>(std::clamp<int64_t>(geti("dpdk.tx_desc"), 64, 16384));
-  po.mbufs = static_cast<int>(std::clamp<int64_t>(geti("dpdk.mbufs"), 1023, 1 << 20));
-
   // A large window lets the sender run ahead while a descheduled receiver is not polling
   // (what the kernel's socket buffers do for TCP); ring-bus ranks share one pool and one
   // receive ring per port, so they get a smaller one.
-  int64_t w = geti("dpdk.window");
+  int64_t w = ch.window;
   // Jumbo frames (memif's default): 128 packets are 4 MiB in flight. With 256 (8 MiB) a hole's
   // retransmission queued behind twice as much at the receiver: at 1 % loss goodput fell to
   // 0.50-0.53x lossless, against 0.96-0.99x with 128 and the same lossless rate.
@@ -152,37 +195,7 @@ Status DpdkTransport::init(const Config& cfg) {
                   "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
   }
   opts_.window = static_cast<int>(w);
-  opts_.held_max = static_cast<int>(std::max<int64_t>(0, geti("dpdk.held_max")));
-  opts_.max_outstanding =
-      static_cast<int>(std::clamp<int64_t>(geti("dpdk.max_outstanding"), 1, 1 << 20));
-  opts_.max_endpoints =
-      static_cast<int>(std::clamp<int64_t>(geti("dpdk.max_endpoints"), 1, 65535));
-  opts_.cq_depth = static_cast<int>(std::clamp<int64_t>(geti("dpdk.cq_depth"), 16, 1 << 24));
-  opts_.unexpected_bytes = static_cast<uint64_t>(geti("dpdk.unexpected_bytes"));
-  opts_.max_message = static_cast<uint64_t>(geti("dpdk.max_message_bytes"));
-  opts_.rto_min_ns = static_cast<uint64_t>(std::max<int64_t>(50, geti("dpdk.rto_min_us"))) * 1000;
-  opts_.rto_max_ns = std::max<uint64_t>(
-      opts_.rto_min_ns, static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.rto_max_ms"))) *
-                            1'000'000);
-  opts_.peer_timeout_ns =
-      static_cast<uint64_t>(std::max<int64_t>(10, geti("dpdk.peer_timeout_ms"))) * 1'000'000;
-  opts_.linger_ns =
-      static_cast<uint64_t>(std::max<int64_t>(0, geti("dpdk.linger_ms"))) * 1'000'000;
-  opts_.heartbeat_ns =
-      static_cast<uint64_t>(std::max<int64_t>(1, geti("dpdk.heartbeat_ms"))) * 1'000'000;
-  std::string cks = gets("dpdk.checksum");  // true/false: what the key took before "auto"
-  if (cks == "true" || cks == "1") cks = "on";
-  if (cks == "false" || cks == "0") cks = "off";
-  if (cks != "auto" && cks != "on" && cks != "off")
-    return Status(Code::kInvalidArgument, "dpdk.checksum = '" + cks + "' (auto, on or off)");
-  opts_.zero_copy_min = static_cast<uint32_t>(std::max<int64_t>(1, geti("dpdk.zero_copy_min")));
-  std::string zc = gets("dpdk.zero_copy");
-  if (zc != "auto" && zc != "on" && zc != "off")
-    return Status(Code::kInvalidArgument, "dpdk.zero_copy = '" + zc + "' (auto, on or off)");
-  int64_t udp = geti("dpdk.udp_port");
-  if (udp < 1 || udp > 65535)
-    return Status(Code::kInvalidArgument, "dpdk.udp_port = " + std::to_string(udp));
-  opts_.udp_port = htons(static_cast<uint16_t>(udp));
+  const std::string &cks = ch.checksum, &zc = ch.zero_copy;
 
   GW_RETURN_IF_ERROR(eal_init(cfg));
   GW_ASSIGN_OR_RETURN(port_, Port::open(po));
@@ -194,7 +207,7 @@ Status DpdkTransport::init(const Config& cfg) {
                           static_cast<uint8_t>(port_->ring_index() + 1)};
     std::memcpy(mac_.addr_bytes, m, 6);
   }
-  std::string ip = gets("dpdk.ip");
+  std::string ip = ch.ip;
   if (ip.empty()) {
     const uint8_t* b = mac_.addr_bytes;
     ip = "10." + std::to_string(b[3]) + "." + std::to_string(b[4]) + "." +
@@ -205,7 +218,11 @@ Status DpdkTransport::init(const Config& cfg) {
     return Status(Code::kInvalidArgument, "dpdk.ip = '" + ip + "' is not an IPv4 address");
   opts_.ip = a.s_addr;
   const uint32_t mtu = port_->mtu();
-  if (mtu < 576) return Status(Code::kUnavailable, "dpdk: port MTU " + std::to_string(mtu));
+  if (mtu < 576) {
+    return Status(Code::kUnavailable, "dpdk: port " + port_->name() + " has MTU " +
+                                          std::to_string(mtu) + ", below the 576 bytes a frame "
+                                          "needs; set dpdk.mtu (e.g. 1500) or the device's MTU");
+  }
   opts_.seg_payload = mtu - static_cast<uint32_t>(kIpLen + kUdpLen + sizeof(WireHdr));
   // Held packets keep receive mbufs: never so many that the pool runs dry for the
   // retransmission that would release them.
@@ -218,16 +235,14 @@ Status DpdkTransport::init(const Config& cfg) {
                "payload is copied into mbufs", port_->name(), port_->driver());
   }
 
-  FaultProbs rx{getd("dpdk.rx_drop"), getd("dpdk.rx_dup"), getd("dpdk.rx_reorder"),
-                getd("dpdk.rx_corrupt")};
-  FaultProbs tx{getd("dpdk.tx_drop"), getd("dpdk.tx_dup"), getd("dpdk.tx_reorder"),
-                getd("dpdk.tx_corrupt")};
+  const FaultProbs& rx = ch.rx;
+  const FaultProbs& tx = ch.tx;
   // memif is shared memory between two processes of one host: like loopback TCP, which
   // checks no checksum either, it cannot corrupt a frame, and a checksum on each side was a
   // whole extra pass over every payload byte. Injected corruption needs it (on both sides).
   opts_.checksum = cks == "on" || (cks == "auto" && (port_->driver() != "net_memif" ||
                                                      rx.corrupt > 0 || tx.corrupt > 0));
-  uint64_t seed = static_cast<uint64_t>(geti("dpdk.fault_seed"));
+  const uint64_t seed = ch.fault_seed;
   rx_fault_.init(rx, seed * 2 + 1 + port_->id());
   tx_fault_.resize(static_cast<size_t>(port_->tx_queues()));
   for (size_t q = 0; q < tx_fault_.size(); ++q)
@@ -273,7 +288,7 @@ Status DpdkTransport::init(const Config& cfg) {
              "zero copy {}{}",
              port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1],
              mac_.addr_bytes[2], mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip,
-             udp, mtu, opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
+             ntohs(opts_.udp_port), mtu, opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
              opts_.zero_copy ? "on" : "off",
              opts_.zero_copy ? ""
              : port_->is_ring()

@@ -76,9 +76,12 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
 }
 
 Result<GpuPath> probe_gpu(const Config& cfg, ibv_pd* /*pd*/) {
+  ConfigReader r(cfg);
+  const std::string want = r.str("rdma.gpu");
+  const bool strict = r.flag("rdma.gpu_strict");
+  GW_RETURN_IF_ERROR(r.status());
   GpuFacts f = probe_gpu_facts();
-  return choose_gpu_path(cfg.get_string("rdma.gpu").value(),
-                         cfg.get_bool("rdma.gpu_strict").value(), f);
+  return choose_gpu_path(want, strict, f);
 }
 
 GpuReg gpu_registration(const GpuPath& path) {

@@ -83,59 +83,38 @@ Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
 
 Status RdmaTransport::init(const Config& cfg) {
   log_ = log::get("gw.drv.rdma");
-  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
-  auto range = [&](const char* k, int64_t lo, int64_t hi, const char* why) -> Result<int64_t> {
-    int64_t v = geti(k);
-    if (v < lo || v > hi) {
-      return Status(Code::kInvalidArgument, std::string(k) + " = " + std::to_string(v) +
-                                                " must be " + std::to_string(lo) + ".." +
-                                                std::to_string(hi) + why);
-    }
-    return v;
-  };
-  GW_ASSIGN_OR_RETURN(int64_t eager, range("rdma.eager_bytes", 0, 1 << 20, ""));
-  GW_ASSIGN_OR_RETURN(int64_t rd, range("rdma.recv_depth", 4, 1 << 15, ""));
-  GW_ASSIGN_OR_RETURN(int64_t sq, range("rdma.sq_depth", 4, 1 << 15, ""));
-  GW_ASSIGN_OR_RETURN(int64_t mo, range("rdma.max_outstanding", 1, 1 << 20, ""));
-  GW_ASSIGN_OR_RETURN(int64_t inl, range("rdma.max_inline", 0, 4096, ""));
-  GW_ASSIGN_OR_RETURN(int64_t chunk, range("rdma.write_chunk_bytes", 4096, 1 << 30, ""));
-  GW_ASSIGN_OR_RETURN(int64_t to, range("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
-  GW_ASSIGN_OR_RETURN(int64_t rc, range("rdma.retry_cnt", 0, 7, ""));
-  GW_ASSIGN_OR_RETURN(int64_t rnr,
-                      range("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
-  GW_ASSIGN_OR_RETURN(int64_t rce, range("rdma.reg_cache_entries", 1, 1 << 20, ""));
-  GW_ASSIGN_OR_RETURN(int64_t qps, range("rdma.qps_per_conn", 1, kMaxQps, ""));
-  GW_ASSIGN_OR_RETURN(int64_t stripe, range("rdma.min_stripe_bytes", 4096, int64_t{1} << 30, ""));
-  GW_ASSIGN_OR_RETURN(int64_t sc, range("rdma.staging_chunk_bytes", 4096, 1 << 30, ""));
-  GW_ASSIGN_OR_RETURN(int64_t ss, range("rdma.staging_slots", 1, kMaxStagingSlots, ""));
-  opts_.staging = {static_cast<size_t>(sc), static_cast<uint32_t>(ss)};
-  opts_.eager_bytes = static_cast<uint32_t>(eager);
-  opts_.recv_depth = static_cast<uint32_t>(rd);
-  opts_.sq_depth = static_cast<uint32_t>(sq);
-  opts_.max_outstanding = static_cast<uint32_t>(mo);
-  opts_.max_inline = static_cast<uint32_t>(inl);
-  opts_.write_chunk = static_cast<uint64_t>(chunk);
-  opts_.qps = static_cast<uint32_t>(qps);
-  opts_.min_stripe = static_cast<uint64_t>(stripe);
-  opts_.advertise = cfg.get_bool("rdma.advertise").value();
-  opts_.qp_timeout = static_cast<uint8_t>(to);
-  opts_.retry_cnt = static_cast<uint8_t>(rc);
-  opts_.rnr_retry = static_cast<uint8_t>(rnr);
-  opts_.unexpected_bytes = static_cast<uint64_t>(geti("rdma.unexpected_bytes"));
-  GW_ASSIGN_OR_RETURN(int64_t cqd, range("rdma.cq_depth", 16, 1 << 24, ""));
-  opts_.cq_depth = static_cast<size_t>(cqd);
-  opts_.hello_timeout_ms = static_cast<int>(geti("rdma.hello_timeout_ms"));
-  GW_ASSIGN_OR_RETURN(int64_t spin_us, range("rdma.spin_us", 0, 1000000, ""));
-  opts_.spin = Nanos(spin_us * 1000);
+  ConfigReader r(cfg);
+  opts_.eager_bytes = static_cast<uint32_t>(r.in("rdma.eager_bytes", 0, 1 << 20));
+  opts_.recv_depth = static_cast<uint32_t>(r.in("rdma.recv_depth", 4, 1 << 15));
+  opts_.sq_depth = static_cast<uint32_t>(r.in("rdma.sq_depth", 4, 1 << 15));
+  opts_.max_outstanding = static_cast<uint32_t>(r.in("rdma.max_outstanding", 1, 1 << 20));
+  opts_.max_inline = static_cast<uint32_t>(r.in("rdma.max_inline", 0, 4096));
+  opts_.write_chunk = static_cast<uint64_t>(r.in("rdma.write_chunk_bytes", 4096, 1 << 30));
+  opts_.qp_timeout = static_cast<uint8_t>(r.in("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
+  opts_.retry_cnt = static_cast<uint8_t>(r.in("rdma.retry_cnt", 0, 7));
+  opts_.rnr_retry =
+      static_cast<uint8_t>(r.in("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
+  const auto rce = static_cast<size_t>(r.in("rdma.reg_cache_entries", 1, 1 << 20));
+  opts_.qps = static_cast<uint32_t>(r.in("rdma.qps_per_conn", 1, kMaxQps));
+  opts_.min_stripe = static_cast<uint64_t>(r.in("rdma.min_stripe_bytes", 4096, int64_t{1} << 30));
+  opts_.staging = {static_cast<size_t>(r.in("rdma.staging_chunk_bytes", 4096, 1 << 30)),
+                   static_cast<uint32_t>(r.in("rdma.staging_slots", 1, kMaxStagingSlots))};
+  opts_.advertise = r.flag("rdma.advertise");
+  opts_.unexpected_bytes = static_cast<uint64_t>(r.at_least("rdma.unexpected_bytes", 0));
+  opts_.cq_depth = static_cast<size_t>(r.in("rdma.cq_depth", 16, 1 << 24));
+  opts_.hello_timeout_ms = static_cast<int>(r.in("rdma.hello_timeout_ms", 1, 3'600'000));
+  opts_.spin = Nanos(r.in("rdma.spin_us", 0, 1000000) * 1000);
+  const auto max_message = static_cast<size_t>(r.at_least("rdma.max_message_bytes", 1));
+  DeviceWish wish{r.str("rdma.dev"), static_cast<int>(r.in("rdma.port", 0, 255)),
+                  static_cast<int>(r.in("rdma.gid_index", -1, 65535))};
+  const std::string iface = r.str("rdma.ctrl_iface");
+  GW_RETURN_IF_ERROR(r.status());
 
-  DeviceWish wish{cfg.get_string("rdma.dev").value(), static_cast<int>(geti("rdma.port")),
-                  static_cast<int>(geti("rdma.gid_index"))};
   GW_ASSIGN_OR_RETURN(dev_, open_device(wish));
   GW_RETURN_IF_ERROR(init_verbs());
-  regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, static_cast<size_t>(rce));
+  regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, rce);
 
   // Control listener: on the GID's IPv4 address when it has one.
-  std::string iface = cfg.get_string("rdma.ctrl_iface").value();
   if (dev_.ipv4 != 0 && iface.empty()) {
     auto* sin = reinterpret_cast<sockaddr_in*>(&ctrl_local_.ss);
     sin->sin_family = AF_INET;
@@ -185,7 +164,7 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.link_speed_mbps = dev_.speed_mbps;
   props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
   if (gpu.zero_copy) props_.zero_copy_kinds.push_back(MemKind::kCudaDevice);
-  props_.max_message_size = static_cast<size_t>(geti("rdma.max_message_bytes"));
+  props_.max_message_size = max_message;
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;
@@ -223,126 +202,6 @@ RdmaTransport::~RdmaTransport() {
     void* ctx = nullptr;
     if (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
   }
-}
-
-Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
-                                                         Deadline deadline) {
-  const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
-  if (p.remote.driver() != "rdma" || p.remote.version() != 1) {
-    return Status(Code::kInvalidArgument, "rdma: address of " + who + " is for driver '" +
-                                              std::string(p.remote.driver()) +
-                                              "' (both sides must use the same transport)");
-  }
-  GW_ASSIGN_OR_RETURN(SockAddr remote,
-                      decode_addr(p.remote.payload().data(), p.remote.payload().size()));
-  const int per_ep = cq_per_endpoint();
-  if (!p.active) {
-    Completion none[1];
-    for (;;) {
-      auto it = parked_.find(p.key);
-      if (it != parked_.end()) {
-        std::unique_ptr<RdmaEndpoint> ep = std::move(it->second);
-        parked_.erase(it);
-        ep->bind(p, Fd());
-        log_->debug("rdma: {} connected (QPN {})", who, ep->qpn());
-        return std::unique_ptr<Endpoint>(std::move(ep));
-      }
-      if (deadline.expired()) {
-        return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
-                                          ") did not connect to " + ctrl_local_.to_string() +
-                                          " in time; is it running and using the same store?");
-      }
-      service_events();
-      GW_RETURN_IF_ERROR(progress({none, 0}).status());
-      pollfd pf{epfd_.get(), POLLIN, 0};
-      ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
-    }
-  }
-  if (cq_used_ + per_ep > cq_size_) {
-    return Status(Code::kResourceExhausted,
-                  "rdma: completion queue of " + std::to_string(cq_size_) +
-                      " entries is full; lower rdma.recv_depth, rdma.sq_depth, "
-                      "rdma.max_outstanding or rdma.qps_per_conn");
-  }
-  auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
-  eps_.push_back(ep.get());
-  cq_used_ += per_ep;
-  GW_RETURN_IF_ERROR(ep->create());
-  auto fd = dial(SockAddr{}, remote, StreamOptions{}, deadline);
-  if (!fd.ok()) return fd.status().with_context("rdma: control connection to " + who);
-  Hello mine = ep->local_hello(p.key), theirs;
-  GW_RETURN_IF_ERROR(
-      write_all(fd->get(), &mine, sizeof mine, deadline).with_context("rdma: hello to " + who));
-  GW_RETURN_IF_ERROR(wait_reply(fd->get(), &theirs, who, deadline));
-  if (theirs.reject) {
-    return Status(Code::kUnavailable, "rdma: " + who + " refused the connection (see its log)");
-  }
-  GW_RETURN_IF_ERROR(ep->connect_qp(theirs, who));
-  ep->bind(p, std::move(*fd));
-  log_->debug("rdma: connected to {} (QPN {} -> {})", who, ep->qpn(), theirs.qpn);
-  return std::unique_ptr<Endpoint>(std::move(ep));
-}
-
-// Reads the passive side's hello, answering other ranks' hellos meanwhile.
-Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who,
-                                 Deadline deadline) {
-  size_t got = 0;
-  Completion none[1];
-  while (got < sizeof *reply) {
-    ssize_t r = ::recv(fd, reinterpret_cast<uint8_t*>(reply) + got, sizeof *reply - got,
-                       MSG_DONTWAIT);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-      return Status(Code::kUnavailable, "rdma: " + who + " closed the control connection "
-                                        "before answering (it refused the hello; see its log)");
-    }
-    if (deadline.expired())
-      return Status(Code::kTimeout, "rdma: " + who + " did not answer the hello in time");
-    service_events();
-    GW_RETURN_IF_ERROR(progress({none, 0}).status());
-    pollfd pf[2] = {{fd, POLLIN, 0}, {epfd_.get(), POLLIN, 0}};
-    ::poll(pf, 2, std::min(10, deadline.remaining_ms()));
-  }
-  return Status();
-}
-
-void RdmaTransport::answer(Fd fd, const Hello& h) {
-  const std::string who = "the peer with key " + std::to_string(h.key);
-  auto refuse = [&](const Status& st) { listener_.refuse(st.to_string()); };
-  if (parked_.count(h.key)) {
-    return refuse(Status(Code::kProtocolError,
-                         "a second connection with key " + std::to_string(h.key) +
-                             " while the first waits to be taken (two jobs sharing a store "
-                             "prefix? give each its own)"));
-  }
-  const int per_ep = cq_per_endpoint();
-  if (cq_used_ + per_ep > cq_size_) {
-    return refuse(Status(Code::kResourceExhausted,
-                         "rdma: completion queue of " + std::to_string(cq_size_) +
-                             " entries is full; lower rdma.recv_depth, rdma.sq_depth, "
-                             "rdma.max_outstanding or rdma.qps_per_conn"));
-  }
-  auto ep = std::make_unique<RdmaEndpoint>(this, static_cast<uint32_t>(eps_.size()));
-  eps_.push_back(ep.get());
-  cq_used_ += per_ep;
-  Status st = ep->create();
-  if (st.ok()) st = ep->connect_qp(h, who);
-  if (!st.ok()) return refuse(st);
-  Hello mine = ep->local_hello(h.key);
-  st = write_all(fd.get(), &mine, sizeof mine, Deadline(Millis(1000)));
-  if (!st.ok()) return refuse(st);
-  ep->ctrl_ = std::move(fd);
-  parked_.emplace(h.key, std::move(ep));
-}
-
-void RdmaTransport::watch_ctrl(RdmaEndpoint* ep, int fd) {
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.ptr = static_cast<PollItem*>(&ep->ctrl_item_);
-  ::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev);
 }
 
 bool RdmaTransport::service_due() {

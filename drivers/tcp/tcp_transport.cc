@@ -63,37 +63,32 @@ Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
 
 Status TcpTransport::init(const Config& cfg) {
   log_ = log::get("gw.drv.tcp");
-  auto geti = [&](const char* k) { return cfg.get_int(k).value(); };
-  opts_.streams = static_cast<int>(geti("tcp.streams"));
-  if (opts_.streams < 1 || opts_.streams > static_cast<int>(kMaxStreams)) {
-    return Status(Code::kInvalidArgument,
-                  "tcp.streams = " + std::to_string(opts_.streams) + " must be 1..64");
-  }
-  opts_.stripe_min = static_cast<uint64_t>(std::max<int64_t>(1, geti("tcp.stripe_min_bytes")));
-  opts_.unexpected_bytes = static_cast<uint64_t>(geti("tcp.unexpected_bytes"));
-  opts_.max_message = static_cast<uint64_t>(geti("tcp.max_message_bytes"));
-  opts_.max_outstanding = static_cast<int>(std::clamp<int64_t>(geti("tcp.max_outstanding"), 1,
-                                                               1 << 20));
-  opts_.cq_depth = static_cast<int>(std::clamp<int64_t>(geti("tcp.cq_depth"), 16, 1 << 24));
-  opts_.hello_timeout_ms = static_cast<int>(geti("tcp.hello_timeout_ms"));
-  opts_.sock.sndbuf = static_cast<int>(geti("tcp.sndbuf"));
-  opts_.sock.rcvbuf = static_cast<int>(geti("tcp.rcvbuf"));
-  opts_.sock.user_timeout_ms = static_cast<int>(geti("tcp.user_timeout_ms"));
-  opts_.sock.keepalive_s = static_cast<int>(geti("tcp.keepalive_s"));
-  opts_.staging.chunk_bytes =
-      static_cast<size_t>(std::clamp<int64_t>(geti("tcp.staging_chunk_bytes"), 4096, 1 << 30));
-  opts_.staging.slots =
-      static_cast<uint32_t>(std::clamp<int64_t>(geti("tcp.staging_slots"), 1, 4096));
+  ConfigReader r(cfg);
+  opts_.streams = static_cast<int>(r.in("tcp.streams", 1, static_cast<int64_t>(kMaxStreams)));
+  opts_.stripe_min = static_cast<uint64_t>(r.at_least("tcp.stripe_min_bytes", 1));
+  opts_.unexpected_bytes = static_cast<uint64_t>(r.at_least("tcp.unexpected_bytes", 0));
+  opts_.max_message = static_cast<uint64_t>(r.at_least("tcp.max_message_bytes", 1));
+  opts_.max_outstanding = static_cast<int>(r.in("tcp.max_outstanding", 1, 1 << 20));
+  opts_.cq_depth = static_cast<int>(r.in("tcp.cq_depth", 16, 1 << 24));
+  opts_.hello_timeout_ms = static_cast<int>(r.in("tcp.hello_timeout_ms", 1, 3'600'000));
+  opts_.sock.sndbuf = static_cast<int>(r.in("tcp.sndbuf", 0, INT32_MAX));
+  opts_.sock.rcvbuf = static_cast<int>(r.in("tcp.rcvbuf", 0, INT32_MAX));
+  opts_.sock.user_timeout_ms = static_cast<int>(r.in("tcp.user_timeout_ms", 0, INT32_MAX));
+  opts_.sock.keepalive_s = static_cast<int>(r.in("tcp.keepalive_s", 0, 32767));
+  opts_.staging.chunk_bytes = static_cast<size_t>(r.in("tcp.staging_chunk_bytes", 4096, 1 << 30));
+  opts_.staging.slots = static_cast<uint32_t>(r.in("tcp.staging_slots", 1, 4096));
+  const std::string iface = r.str("tcp.iface"), subnet = r.str("tcp.subnet");
+  const std::string family = r.one_of("tcp.family", {"auto", "inet", "inet6"});
+  const auto port = static_cast<uint16_t>(r.in("tcp.port", 0, 65535));
+  GW_RETURN_IF_ERROR(r.status());
   if (auto dev = device_ops(); dev.ok())
     dev_ = *dev;
   else
     dev_why_ = std::string(dev.status().message());
 
-  GW_ASSIGN_OR_RETURN(auto local, choose_local(cfg.get_string("tcp.iface").value(),
-                                               cfg.get_string("tcp.subnet").value(),
-                                               cfg.get_string("tcp.family").value()));
+  GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, subnet, family));
   local_ = local.addr;
-  local_.set_port(static_cast<uint16_t>(geti("tcp.port")));
+  local_.set_port(port);
   GW_RETURN_IF_ERROR(listener_.open(
       "tcp", log_, local_, sizeof(FrameHeader), opts_.hello_timeout_ms,
       [this](const uint8_t* b) -> const char* {

@@ -206,6 +206,78 @@ Result<std::string> Config::get_string(std::string_view key) const {
   return it->second.value;
 }
 
+std::string Config::origin_of(std::string_view key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? "undeclared" : it->second.origin;
+}
+
+// --- ConfigReader ---
+
+void ConfigReader::bad(std::string_view key, const std::string& value, const std::string& want) {
+  if (!st_.ok()) return;  // the first error is the one to fix first
+  st_ = Status(Code::kInvalidArgument, std::string(key) + " = " + value + " (from " +
+                                           cfg_.origin_of(key) + ") must be " + want);
+}
+
+int64_t ConfigReader::in(std::string_view key, int64_t lo, int64_t hi, std::string_view why) {
+  auto s = cfg_.get_string(key);
+  if (!s.ok()) {
+    if (st_.ok()) st_ = s.status();
+    return lo;
+  }
+  int64_t x = 0;
+  const char* b = s->data();
+  auto [end, ec] = std::from_chars(b, b + s->size(), x);
+  if (ec != std::errc() || end != b + s->size()) {
+    bad(key, "'" + *s + "'", "an integer");
+    return lo;
+  }
+  if (x < lo || x > hi) {
+    std::string want = hi == INT64_MAX ? "at least " + std::to_string(lo)
+                                       : std::to_string(lo) + ".." + std::to_string(hi);
+    bad(key, *s, want + std::string(why));
+    return lo;
+  }
+  return x;
+}
+
+double ConfigReader::prob(std::string_view key) {
+  const std::string s = str(key);
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(x >= 0 && x <= 1)) {
+    bad(key, "'" + s + "'", "a probability, 0..1");
+    return 0;
+  }
+  return x;
+}
+
+bool ConfigReader::flag(std::string_view key) {
+  const std::string s = str(key);
+  if (s == "true" || s == "1") return true;
+  if (s != "false" && s != "0") bad(key, "'" + s + "'", "true or false");
+  return false;
+}
+
+std::string ConfigReader::str(std::string_view key) {
+  auto s = cfg_.get_string(key);
+  if (s.ok()) return *s;
+  if (st_.ok()) st_ = s.status();
+  return "";
+}
+
+std::string ConfigReader::one_of(std::string_view key,
+                                 std::initializer_list<std::string_view> choices) {
+  std::string s = str(key);
+  std::string list;
+  for (auto c : choices) {
+    if (s == c) return s;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  bad(key, "'" + s + "'", "one of " + list);
+  return std::string(*choices.begin());
+}
+
 std::string Config::dump() const {
   std::ostringstream os;
   std::string cur;

@@ -54,6 +54,9 @@ class Config {
   Result<double> get_double(std::string_view key) const;
   Result<std::string> get_string(std::string_view key) const;
 
+  /// Where a key's value came from ("default", the file, a variable, a device argument).
+  std::string origin_of(std::string_view key) const;
+
   /// Effective configuration as TOML, each value commented with its origin.
   std::string dump() const;
   /// Keys of one section, e.g. {"tcp.streams", ...}.
@@ -65,6 +68,29 @@ class Config {
     std::string origin;
   };
   std::map<std::string, Entry, std::less<>> entries_;
+};
+
+/// Reads a component's options: each value checked against its range, the first error kept
+/// and named with where the value came from. No unchecked Result::value(), so no exception can
+/// leave an init(); it ends with GW_RETURN_IF_ERROR(reader.status()).
+class ConfigReader {
+ public:
+  explicit ConfigReader(const Config& cfg) : cfg_(cfg) {}
+  /// An integer in lo..hi; `why` is appended to the error (e.g. " (0 would wait forever)").
+  int64_t in(std::string_view key, int64_t lo, int64_t hi, std::string_view why = "");
+  int64_t at_least(std::string_view key, int64_t lo) { return in(key, lo, INT64_MAX); }
+  /// A probability, 0..1.
+  double prob(std::string_view key);
+  bool flag(std::string_view key);
+  std::string str(std::string_view key);
+  /// One of `choices` (e.g. {"auto", "on", "off"}).
+  std::string one_of(std::string_view key, std::initializer_list<std::string_view> choices);
+  const Status& status() const { return st_; }
+
+ private:
+  void bad(std::string_view key, const std::string& value, const std::string& want);
+  const Config& cfg_;
+  Status st_;
 };
 
 /// Split "k=v,k=v" into pairs. Keys must be in `valid`; `where` names the argument string in

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "gw_group.h"
 #include "gw_store.h"
 #include "gw_transport.h"
+#include "log.h"
 
 namespace gw::conformance {
 
@@ -163,5 +165,29 @@ void skip_unless_available(const TransportCase& c);
 /// progressing meanwhile: a polling transport acknowledges only while someone polls it.
 void signal(Group& g, const std::string& name);
 void await(Group& g, const std::string& name);
+
+// Counts the driver's warnings while alive.
+class WarnCounter {
+ public:
+  explicit WarnCounter(const std::string& driver)
+      : log_(log::get(("gw.drv." + driver).c_str())),
+        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)),
+        level_(log_->level()) {
+    sink_->set_level(spdlog::level::warn);
+    log_->sinks().push_back(sink_);
+    log_->set_level(spdlog::level::debug);
+  }
+  ~WarnCounter() {
+    log_->sinks().pop_back();
+    log_->set_level(level_);
+  }
+  std::vector<std::string> warnings() { return sink_->last_formatted(); }
+
+ private:
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  spdlog::level::level_enum level_;
+};
+
 
 }  // namespace gw::conformance

@@ -2,8 +2,6 @@
 // overflow back-pressures and never fails a healthy peer; a completion is never dropped, the
 // CQ depth back-pressures posting instead (any-source receives included); a completed send's
 // buffer may be reused; an endpoint failure warns only when it loses work.
-#include <spdlog/sinks/ringbuffer_sink.h>
-
 #include <array>
 #include <map>
 #include <thread>
@@ -192,29 +190,6 @@ TEST_P(Policy, CompletedSendBufferMayBeReused) {
     EXPECT_EQ(check_pattern(rx.data(), len, msg_seed(1, 0, 5, len)), "") << len << " bytes";
   }
 }
-
-// Counts the driver's warnings while alive.
-class WarnCounter {
- public:
-  explicit WarnCounter(const std::string& driver)
-      : log_(log::get(("gw.drv." + driver).c_str())),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)),
-        level_(log_->level()) {
-    sink_->set_level(spdlog::level::warn);
-    log_->sinks().push_back(sink_);
-    log_->set_level(spdlog::level::debug);
-  }
-  ~WarnCounter() {
-    log_->sinks().pop_back();
-    log_->set_level(level_);
-  }
-  std::vector<std::string> warnings() { return sink_->last_formatted(); }
-
- private:
-  std::shared_ptr<spdlog::logger> log_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-  spdlog::level::level_enum level_;
-};
 
 // A peer leaving with nothing pending is how a job ends: no warning. A peer leaving while a
 // receive waits for it loses work: one warning naming it.

@@ -4,6 +4,7 @@
 // every other connection keeps working.
 #include <malloc.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <random>
 
@@ -353,6 +354,53 @@ INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerJunk,
                                             ::testing::ValuesIn(kListenerJunk)),
                          pair_name<ListenerJunk>);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerJunk);
+
+// A scanner's flood at the listening socket (issue 24): every connection refused and counted,
+// one log line for all of them (the summary comes at most every 10 s), and a real pair keeps
+// exchanging meanwhile -- no stall in a log write, no pile-up of sockets.
+void flood(const TransportCase& tc, const ListenerJunk& junk) {
+  auto t = open_case(tc), u = open_case(tc);
+  ASSERT_TRUE(t.ok() && u.ok());
+  WarnCounter warns("tcp");
+  Deadline dl(kStepTimeout);
+  auto ut = (*u)->connect({(*t)->address(), 21, true, 0, "transport T"}, dl);
+  ASSERT_TRUE(ut.ok()) << ut.status().to_string();
+  auto tu = (*t)->connect({(*u)->address(), 21, false, 1, "transport U"}, dl);
+  ASSERT_TRUE(tu.ok()) << tu.status().to_string();
+  const std::string bytes = junk.bytes().substr(0, 4096);
+  const RawAddr at = decode((*t)->address());
+  constexpr int kConns = 1000, kBatch = 100;
+  for (int i = 0; i < kConns; i += kBatch) {
+    std::vector<RawFd> fds;
+    for (int k = 0; k < kBatch; ++k) {
+      fds.push_back(raw_dial(at));
+      ASSERT_GE(fds.back().get(), 0) << "connection " << i + k << " was not accepted";
+      (void)::send(fds.back().get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    expect_pair_works(**t, **tu, **u, **ut);  // progress (and refusals) between batches
+  }
+  Deadline until(kErrorBound);
+  while ((*t)->stats()["rejected_conns"] < kConns && !until.expired())
+    (void)(*t)->cq().poll({});
+  EXPECT_EQ((*t)->stats()["rejected_conns"], static_cast<uint64_t>(kConns)) << junk.name;
+  auto w = warns.warnings();
+  EXPECT_EQ(w.size(), 1u) << junk.name << ": one line for the first refusal, not one each";
+  expect_pair_works(**t, **tu, **u, **ut);
+}
+
+class TcpListenerFlood : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override { skip_unless_available(GetParam()); }
+};
+
+TEST_P(TcpListenerFlood, IsCountedWithOneLogLineAndNoStall) {
+  for (const ListenerJunk& junk : kListenerJunk)
+    if (!junk.keep_silent && !junk.close_after) flood(GetParam(), junk);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(built_cases("tcp")),
+                         case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerFlood);
 
 }  // namespace
 }  // namespace gw::conformance

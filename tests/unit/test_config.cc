@@ -110,6 +110,42 @@ TEST(Config, KvargsApplyToSection) {
   EXPECT_FALSE(c->apply_kvargs("testsec", "count=abc").ok());
 }
 
+// A driver's options: in range they read back; the first one out of range is the error, naming
+// the key, the value, where it came from and what is allowed; nothing throws.
+TEST(ConfigReader, RangesAndChoicesSayWhatIsWrongAndWhere) {
+  auto c = Config::load("");
+  ASSERT_TRUE(c.ok());
+  {
+    ConfigReader r(*c);
+    EXPECT_EQ(r.in("testsec.count", 1, 10), 3);
+    EXPECT_EQ(r.str("testsec.name"), "abc");
+    EXPECT_FALSE(r.flag("testsec.flag"));
+    EXPECT_DOUBLE_EQ(r.prob("testsec.ratio"), 0.5);
+    EXPECT_EQ(r.one_of("testsec.name", {"x", "abc"}), "abc");
+    EXPECT_TRUE(r.status().ok()) << r.status().to_string();
+  }
+  ASSERT_TRUE(c->apply_kvargs("testsec", "count=50,ratio=1.5").ok());
+  ConfigReader r(*c);
+  r.in("testsec.count", 1, 10, " (a test's limit)");
+  r.prob("testsec.ratio");
+  ASSERT_FALSE(r.status().ok());
+  const std::string m(r.status().message());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(m.find("testsec.count = 50"), std::string::npos) << m;
+  EXPECT_NE(m.find("device argument count"), std::string::npos) << "origin missing: " << m;
+  EXPECT_NE(m.find("1..10 (a test's limit)"), std::string::npos) << m;
+  EXPECT_EQ(m.find("ratio"), std::string::npos) << "the first error is kept: " << m;
+  ConfigReader q(*c);
+  q.prob("testsec.ratio");
+  EXPECT_NE(std::string(q.status().message()).find("a probability, 0..1"), std::string::npos);
+  ConfigReader u(*c);
+  u.one_of("testsec.name", {"x", "y"});
+  EXPECT_NE(std::string(u.status().message()).find("one of x, y"), std::string::npos);
+  ConfigReader v(*c);
+  v.in("testsec.undeclared", 0, 1);
+  EXPECT_EQ(v.status().code(), Code::kInternal);
+}
+
 TEST(Kvargs, ParsesAndRejects) {
   std::vector<std::string> valid{"a", "b"};
   auto r = parse_kvargs("a=1,b=x=y,,", valid, "test");
