@@ -24,6 +24,12 @@
 ///     core.report_error(); } -- status() returns core.error().
 /// RecvHooks lets a driver copy a buffered message into memory the CPU cannot write (GPU).
 ///
+/// rdma uses the core's pieces without its matcher (its eager / rendezvous / advertised-receive
+/// matching is its own, in rdma_datapath.cc): the CompletionSink (reserve per request and per
+/// any-source receive, open_direct/close_direct in its progress pass), the UnexpectedStore (with
+/// back-pressure: a message the budget cannot take stays in its receive buffer, so the peer's
+/// credits run down), check_send/check_recv, log_failure and the HelloListener (gw_listener.h).
+///
 /// Guarantees: no allocation on the hot path (unexpected buffers are reused, within the
 /// budget); a completion is never dropped; any-source receives reserve their completion;
 /// matching follows the rule in gw_core.h on every driver.
