@@ -1,6 +1,7 @@
 // Suite 'cuda' on a GPU: the CUDA reduction kernels against the CPU kernels element by element
-// (identical bytes), TCP send/recv of real device buffers (staged, bit-exact), and allreduce of
-// device buffers over TCP on 2-4 ranks against a float64 reference, identical on every rank.
+// (identical bytes), TCP send/recv of real device buffers (staged, bit-exact), allreduce of
+// device buffers over TCP on 2-4 ranks against a float64 reference, identical on every rank,
+// and the emulated-device cases of every collective and the PS (device_*_cases.h).
 // Without a usable GPU every test skips with CUDA's own reason (the binary still exits 0).
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include "coll_device.h"
 #include "coll_harness.h"
 #include "cuda_compare.h"
+#include "device_coll_cases.h"
+#include "device_ps_cases.h"
 #include "gw_device.h"
 #include "staging_cases.h"
 
@@ -16,10 +19,10 @@ namespace gw::cuda_test {
 namespace {
 
 // Skips the test (with the reason) unless a GPU and the CUDA kernels are there.
-#define GW_REQUIRE_GPU()                                                          \
-  do {                                                                            \
-    auto gw_ops_ = device_ops();                                                  \
-    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();              \
+#define GW_REQUIRE_GPU()                                                                  \
+  do {                                                                                    \
+    auto gw_ops_ = device_ops();                                                          \
+    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();                      \
     if (!coll::device_reduce()) GTEST_SKIP() << coll::device_reduce_status().to_string(); \
   } while (0)
 
@@ -119,15 +122,14 @@ TEST(Memory, KindsCopiesAndDmaBuf) {
 TEST(TcpDeviceBuffers, StagedSendRecvBitExact) {
   GW_REQUIRE_GPU();
   for (int streams : {1, 4}) {
-    auto p = Pair::make("tcp:iface=lo,staging_chunk_bytes=65536,streams=" +
-                        std::to_string(streams));
+    auto p =
+        Pair::make("tcp:iface=lo,staging_chunk_bytes=65536,streams=" + std::to_string(streams));
     ASSERT_NE(p, nullptr);
     uint32_t seed = 1;
-    for (size_t len : {size_t{1}, size_t{65535}, size_t{65536}, size_t{300001},
-                       size_t{16} << 20}) {
-      for (auto [from, to] : {std::pair{Where::kDevice, Where::kDevice},
-                              std::pair{Where::kHost, Where::kDevice},
-                              std::pair{Where::kDevice, Where::kHost}}) {
+    for (size_t len : {size_t{1}, size_t{65535}, size_t{65536}, size_t{300001}, size_t{16} << 20}) {
+      for (auto [from, to] :
+           {std::pair{Where::kDevice, Where::kDevice}, std::pair{Where::kHost, Where::kDevice},
+            std::pair{Where::kDevice, Where::kHost}}) {
         SCOPED_TRACE("len " + std::to_string(len) + " streams " + std::to_string(streams));
         one_message(ops(), *p, len, from, to, true, seed++);
       }
@@ -160,8 +162,7 @@ TEST_P(DeviceAllreduce, MatchesFloat64ReferenceOnEveryRank) {
     Status st = rk->comm->allreduce(send.get(), recv.get(), count, dt, op);
     ASSERT_TRUE(st.ok()) << "rank " << r << ": " << st.to_string();
     auto out = recv.read();
-    EXPECT_EQ(coll_test::check_result(dt, op, n, out.data(), count,
-                                      "rank " + std::to_string(r)),
+    EXPECT_EQ(coll_test::check_result(dt, op, n, out.data(), count, "rank " + std::to_string(r)),
               0u);
     send.write(in);
     st = rk->comm->allreduce(send.get(), send.get(), count, dt, op);
@@ -174,14 +175,34 @@ TEST_P(DeviceAllreduce, MatchesFloat64ReferenceOnEveryRank) {
     EXPECT_EQ(results[static_cast<size_t>(r)], results[0]) << "rank " << r << " differs from 0";
 }
 
-TEST(DeviceCollectives, OthersSayNotSupported) {
+// The cases CI runs on the emulated device (test_device_coll.cc), on the GPU: every
+// collective and send/recv of device buffers on 2 and 3 ranks, every path (host-staged,
+// recursive doubling, the device ring), element by element on every rank; a rank with host
+// buffers among device ones failing every rank at once; PS push/pull of device buffers.
+class DeviceColl : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceColl, Allreduce) {
   GW_REQUIRE_GPU();
-  coll_test::run_ranks(2, coll_test::small_chunks(), [&](int, auto& rk) {
-    DevMem a(ops(), 4096), b(ops(), 8192);
-    Status st = rk->comm->allgather(a.get(), b.get(), 1024, DataType::kFloat32);
-    EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
-    EXPECT_TRUE(rk->comm->status().ok()) << "a refused call does not break the communicator";
-  });
+  device_allreduce_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, FusedBucket) {
+  GW_REQUIRE_GPU();
+  device_bucket_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, ReduceScatterAllgatherBroadcastP2p) {
+  GW_REQUIRE_GPU();
+  device_other_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, HostAmongDeviceFailsEveryRank) {
+  GW_REQUIRE_GPU();
+  device_mismatch_cases(ops(), GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceColl, ::testing::Values(2, 3),
+                         [](const auto& i) { return std::to_string(i.param) + "ranks"; });
+
+TEST(DevicePs, PushPullBsp) {
+  GW_REQUIRE_GPU();
+  device_ps_case(ops());
 }
 
 std::vector<AllreduceCase> allreduce_cases() {
@@ -189,8 +210,8 @@ std::vector<AllreduceCase> allreduce_cases() {
   for (int n : {2, 3, 4})
     for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
                         DataType::kFloat64, DataType::kInt32, DataType::kInt64})
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kAvg})
+      for (ReduceOp op :
+           {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg})
         v.push_back({n, dt, op, 5000 + static_cast<size_t>(n)});
   v.push_back({4, DataType::kFloat32, ReduceOp::kSum, size_t{4} << 20});  // 16 MiB
   return v;
