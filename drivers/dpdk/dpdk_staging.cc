@@ -7,13 +7,13 @@
 // slot and from there host->device, whatever its order; the receive completes when its last
 // copy has. Host memory never takes these paths: one predictable branch per send, packet and
 // ack (SendSlot::dev, rx_dev(), an empty window ring).
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 #include <rte_mbuf.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "dpdk_endpoint.h"
-#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 #include "log.h"
 
 namespace gw::drv::dpdk {
