@@ -10,7 +10,10 @@
 /// ranks always; with more, the ranks that exchange data with a mismatching one).
 ///
 /// Device buffers are accepted by every collective and by send/recv (lib/coll/coll_device.h):
-/// the Group's transport moves them (GPUDirect) or stages them through pinned host memory.
+/// the Group's transport moves them (GPUDirect) or stages them through pinned host memory. A
+/// call on device buffers is finished (wait() returns) only once its results are in device
+/// memory (copies and kernels done), so a barrier after it orders device state as well; the
+/// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch) the communicator is broken: every
 /// later call returns that first error. Destroy it (before its Group) and build a new Group.
 #pragma once
