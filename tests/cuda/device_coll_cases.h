@@ -169,7 +169,9 @@ inline void device_other_cases(DeviceOps* ops, int n) {
       ASSERT_TRUE(h.ok()) << h.status().to_string();
       Status st = rk->comm->wait(*h, Millis(20000));
       ASSERT_TRUE(st.ok()) << st.to_string();
-      if (r == 1) EXPECT_EQ(b.read(), pattern(5000, 3));
+      if (r == 1) {
+        EXPECT_EQ(b.read(), pattern(5000, 3));
+      }
     }
   });
 }

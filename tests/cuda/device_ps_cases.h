@@ -80,10 +80,10 @@ inline void device_ps_case(DeviceOps* ops) {
       for (size_t k = 0; k < keys.size(); ++k) {
         const auto got = out[k]->read();
         for (size_t i = 0; i < keys[k].count; ++i) {
-          float want = 0, g = 0;
+          float want = 0, have = 0;
           for (int v = 0; v < workers; ++v) want += value(v, t, keys[k].key, i);
-          std::memcpy(&g, got.data() + i * 4, 4);
-          ASSERT_EQ(g, want) << "round " << t << " key " << keys[k].key << " [" << i << "]";
+          std::memcpy(&have, got.data() + i * 4, 4);
+          ASSERT_EQ(have, want) << "round " << t << " key " << keys[k].key << " [" << i << "]";
         }
       }
     }
