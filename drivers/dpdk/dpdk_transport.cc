@@ -418,6 +418,12 @@ DpdkEndpoint* DpdkTransport::lookup(uint32_t conn) const {
 }
 
 Result<size_t> DpdkTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  for (const RecvRequest& r : reqs) {  // device memory: the receive pool first (dpdk_staging.cc)
+    if (r.len > 0 && is_device(r.buf, r.mr)) {
+      GW_RETURN_IF_ERROR(rx_pool().status());
+      break;
+    }
+  }
   auto n = core_.post_recv_any(reqs);
   for (DpdkEndpoint* ep : eps_)
     if (ep->stalled()) ep->advance();

@@ -160,17 +160,19 @@ inline void device_other_cases(DeviceOps* ops, int n) {
         }
       }
     }
-    // Point-to-point between device buffers.
+    // Point-to-point between device buffers (the receive from any rank).
     if (r < 2) {
       DevMem b(ops, 5000);
+      int src = -1;
       if (r == 0) b.write(pattern(5000, 3));
       auto h = r == 0 ? rk->comm->send_async(b.get(), 5000, 1, 7)
-                      : rk->comm->recv_async(b.get(), 5000, 0, 7);
+                      : rk->comm->recv_async(b.get(), 5000, -1, 7, &src);
       ASSERT_TRUE(h.ok()) << h.status().to_string();
       Status st = rk->comm->wait(*h, Millis(20000));
       ASSERT_TRUE(st.ok()) << st.to_string();
       if (r == 1) {
         EXPECT_EQ(b.read(), pattern(5000, 3));
+        EXPECT_EQ(src, 0);
       }
     }
   });
