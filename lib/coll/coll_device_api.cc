@@ -7,6 +7,7 @@
 // reduction on the CPU: no kernel launch, no event per step), one host-to-device copy when the
 // call completes (maybe_complete -> device_complete). Otherwise the device ring.
 #include <algorithm>
+#include <limits>
 
 #include "coll_device.h"
 #include "coll_impl.h"
@@ -85,6 +86,8 @@ Result<CollHandle> device_allreduce_async(Communicator::Impl& im, const void* se
                                           const CallOptions& call) {
   if (count > 0 && send == nullptr)
     return Status(Code::kInvalidArgument, "coll: allreduce of device memory from a null buffer");
+  if (count > std::numeric_limits<size_t>::max() / 8 / 64)
+    return Status(Code::kInvalidArgument, "coll: allreduce of device memory: count too large");
   GW_ASSIGN_OR_RETURN(Task * t, begin_device(im, Kind::kAllreduce, dt, op, count, call));
   const size_t bytes = count * t->es;
   if (!host_staged(im, *t, bytes)) return run_ring(im, *t, send, recv, nullptr);
