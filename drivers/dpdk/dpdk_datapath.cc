@@ -75,8 +75,10 @@ void DpdkEndpoint::pump() {
     }
     SendSlot& s = sends_.at(seg_idx_);
     TxPkt& p = inflight_[snd_nxt_ & mask_];
-    p.len = static_cast<uint16_t>(std::min<uint64_t>(seg, s.req.len - seg_off_));
+    uint64_t room = s.req.len - seg_off_;
     p.data = static_cast<const uint8_t*>(s.req.buf) + (s.req.buf ? seg_off_ : 0);
+    if (s.dev && !tx_staged(s.req, &p.data, &room)) return;  // its window is not staged yet
+    p.len = static_cast<uint16_t>(std::min<uint64_t>(seg, room));
     p.tag = s.req.tag;
     p.msg_len = s.req.len;
     p.offset = seg_off_;
@@ -85,6 +87,7 @@ void DpdkEndpoint::pump() {
     p.tries = 0;
     p.sacked = p.fast = false;
     if (!transmit(snd_nxt_)) return;  // out of mbufs: try again on the next poll
+    if (s.dev && p.len == room) tx_window_sent(snd_nxt_);
     seg_off_ += p.len;
     ++snd_nxt_;
     if (seg_off_ == s.req.len) {
@@ -103,8 +106,9 @@ int DpdkEndpoint::pump_batch() {
   const uint32_t room = t_->opts().seg_payload;
   uint32_t n = 0, bytes = 0;
   while (seg_idx_ + n < sends_.size() && n < kMaxBatch) {
-    const uint64_t len = sends_.at(seg_idx_ + n).req.len;
-    if (len > kBatchMsgMax || bytes + sizeof(BatchRec) + len > room) break;
+    const SendSlot& s = sends_.at(seg_idx_ + n);
+    const uint64_t len = s.req.len;
+    if (len > kBatchMsgMax || s.dev || bytes + sizeof(BatchRec) + len > room) break;
     bytes += static_cast<uint32_t>(sizeof(BatchRec) + len);
     ++n;
   }
@@ -232,6 +236,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
     snd_una_ = h.ack;
     backoff_ = 0;
     last_advance_ = t_->now();
+    if (!tx_wins_.empty()) release_tx_windows();
     complete_sends();
   }
   // Selective acks: bit i of word j = packet ack + 64 j + i is held by the peer.

@@ -27,7 +27,7 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   rx_.resize(rwin_);
   rx_bits_.assign(rwin_ / 64, 0);  // windows are powers of two >= 64
   msg_map_.assign(rwin_, -1);
-  core_.init(&t->core(), this, static_cast<size_t>(o.max_outstanding), rwin_);
+  core_.init(&t->core(), this, static_cast<size_t>(o.max_outstanding), rwin_, this);
   rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
 
   // Ethernet / IPv4 / UDP template; lengths and checksums are filled per frame.
@@ -129,8 +129,15 @@ Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
       if (n == 0) return st;
       break;
     }
+    const bool dev = reqs[n].len > 0 && t_->is_device(reqs[n].buf, reqs[n].mr);
+    if (dev) {
+      if (Status st = ensure_tx_pool(); !st.ok()) {
+        if (n == 0) return st;
+        break;
+      }
+    }
     if (sends_.full() || !core_.reserve()) break;
-    sends_.push(SendSlot{reqs[n], 0, false});
+    sends_.push(SendSlot{reqs[n], 0, false, dev});
   }
   pump();
   t_->flush_tx();
@@ -138,6 +145,12 @@ Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> DpdkEndpoint::post_recv(std::span<const RecvRequest> reqs) {
+  for (const RecvRequest& r : reqs) {  // the receive pool, made before the first device receive
+    if (r.len > 0 && t_->is_device(r.buf, r.mr)) {
+      GW_RETURN_IF_ERROR(t_->rx_pool().status());
+      break;
+    }
+  }
   auto n = core_.post_recv(
       reqs, [this](const RecvRequest& r) { return core::check_recv("dpdk", peer_name_, r); });
   if (stalled_) advance();
@@ -152,6 +165,7 @@ void DpdkEndpoint::fail(const Status& st, bool quiet_close) {
     sends_.pop();
   }
   seg_idx_ = 0;
+  drop_staging();
   // A peer that closed in order leaves what arrived whole receivable (as tcp and rdma).
   core_.fail_receives(code, [&](int m) {
     const core::InMsg& im = core_.msg(m);

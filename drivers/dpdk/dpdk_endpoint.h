@@ -30,7 +30,7 @@ struct PeerAddr {
   uint16_t txq = 0;
 };
 
-class DpdkEndpoint final : public Endpoint {
+class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
  public:
   DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t conn, const PeerAddr& peer,
                const std::string& remote);
@@ -54,6 +54,19 @@ class DpdkEndpoint final : public Endpoint {
   void timers(uint64_t now);
   void send_ack();
   void send_control(PktType type);
+  // --- device-memory staging (dpdk_staging.cc) ---
+  /// The staged window of device send `s` at seg_off_ (staging more ahead while slots are
+  /// free): its bytes and how many of them are left. False: not staged yet (pump later).
+  bool tx_staged(const SendRequest& r, const uint8_t** data, uint64_t* room);
+  /// A packet that ends a staged window was sent as `seq`.
+  void tx_window_sent(uint32_t seq);
+  /// Release the windows whose packets the peer acknowledged.
+  void release_tx_windows();
+  /// Copy a packet's payload of device message mi through a receive slot.
+  void copy_in_dev(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off);
+  /// A host-to-device copy of message m finished.
+  void rx_copy_done(int m);
+  bool rx_dev(int mi) const { return !rx_dev_.empty() && rx_dev_[static_cast<size_t>(mi)].dev; }
   bool need_ack() const { return need_ack_; }
   bool stalled() const { return stalled_; }
   /// Sent data awaits its ack and the last transmission was recent.
@@ -87,6 +100,21 @@ class DpdkEndpoint final : public Endpoint {
     SendRequest req;
     uint32_t last_seq = 0;
     bool segmented = false;
+    bool dev = false;  // device memory: sent from staged windows (dpdk_staging.cc)
+  };
+  /// A window of a device send staged in a pinned slot; held until its packets are acked.
+  struct TxWin {
+    int slot = -1;
+    uint32_t msg = 0;
+    uint64_t off = 0, len = 0;
+    uint32_t last_seq = 0;
+    bool sent = false;
+  };
+  /// What staging adds to the core's message (same slot numbers).
+  struct RxDev {
+    bool dev = false;      // the receive buffer is device memory
+    bool arrived = false;  // every packet is in; finished once `copies` is 0
+    uint32_t copies = 0;   // host-to-device copies in flight
   };
   struct TxPkt {
     const uint8_t* data = nullptr;
@@ -120,6 +148,10 @@ class DpdkEndpoint final : public Endpoint {
   bool consume_batch(RxSlot& s);
   int pump_batch();
   void finish_msg(int m);
+  bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) override;
+  Status ensure_tx_pool();
+  void mark_rx_dev(int m);
+  void drop_staging();
   void rtt_sample(uint64_t rtt);
 
   DpdkTransport* t_;
@@ -156,6 +188,11 @@ class DpdkEndpoint final : public Endpoint {
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
   uint32_t rx_high_ = 0;  // one past the highest packet number accepted
   std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message
+  // Device-memory staging: made on the first device request.
+  std::unique_ptr<StagingPool> tx_pool_;
+  Ring<TxWin> tx_wins_;
+  uint64_t stage_next_ = 0;  // next offset of the send being segmented to stage
+  std::vector<RxDev> rx_dev_;
 };
 
 }  // namespace gw::drv::dpdk

@@ -46,8 +46,12 @@ Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, M
                   "dpdk: register_memory(nullptr, " + std::to_string(length) + ")");
   }
   if (kind == MemKind::kCudaDevice) {
-    return Status(Code::kNotSupported,
-                  "dpdk: CUDA device memory cannot be sent by this driver; register host memory");
+    // Staged through pinned host memory (dpdk_staging.cc): nothing for the port to map.
+    if (!dev_) {
+      return Status(Code::kNotSupported, "dpdk: cannot register CUDA device memory: " + dev_why_ +
+                                             "; register host or pinned (cuda-host) memory");
+    }
+    return MemoryRegion(addr, length, kind, 0, nullptr);
   }
   // Large regions are made known to the EAL (and DMA-mapped for the port where it has an
   // IOMMU mapping); vdevs copy from virtual addresses and need neither, so a failure is

@@ -72,6 +72,7 @@ int DpdkEndpoint::lookup_msg(uint32_t msg_id) const {
 }
 
 void DpdkEndpoint::copy_in(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off) {
+  if (rx_dev(mi)) return copy_in_dev(mi, h, m, off);
   const core::InMsg& im = core_.msg(mi);
   if (im.base && h.seg_len > 0) {
     uint8_t* dst = im.base + h.offset;  // offset + seg_len <= msg_len <= capacity: checked
@@ -178,6 +179,7 @@ void DpdkEndpoint::advance() {
 int DpdkEndpoint::match_new(const WireHdr& h) {
   const int m = core_.begin(h.msg_id, h.tag, h.msg_len);
   if (m < 0) return -1;
+  if (t_->rx_pool_now()) mark_rx_dev(m);
   msg_map_[h.msg_id & mask_] = m;
   ++next_match_;
   return m;
@@ -185,6 +187,12 @@ int DpdkEndpoint::match_new(const WireHdr& h) {
 
 void DpdkEndpoint::finish_msg(int m) {
   if (msg_map_[core_.msg(m).seq & mask_] == m) msg_map_[core_.msg(m).seq & mask_] = -1;
+  if (rx_dev(m)) {  // finished once its last host-to-device copy is
+    RxDev& x = rx_dev_[static_cast<size_t>(m)];
+    x.arrived = true;
+    if (x.copies > 0) return;
+    x = RxDev{};
+  }
   core_.finish(m);
 }
 

@@ -24,6 +24,7 @@ constexpr uint64_t kBusyNs = 2'000'000;        // traffic this recent keeps idle
 
 Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
   now_ = now_ns();
+  if (!rx_copies_.empty()) poll_rx_copies();
   rx_burst();
   for (DpdkEndpoint* ep : eps_) {
     if (ep->failed()) continue;

@@ -96,6 +96,11 @@ GW_REGISTER_DRIVER(
     {"dpdk.zero_copy", ConfigType::kString, "auto",
      "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)"},
     {"dpdk.zero_copy_min", ConfigType::kInt, "512", "smallest segment sent zero-copy"},
+    {"dpdk.staging_chunk_bytes", ConfigType::kInt, "262144",
+     "CUDA device memory is sent from pinned host windows of this size"},
+    {"dpdk.staging_slots", ConfigType::kInt, "8", "pinned send windows per endpoint"},
+    {"dpdk.staging_rx_slots", ConfigType::kInt, "64",
+     "pinned packet-sized slots per transport for receives into device memory"},
     {"dpdk.fault_seed", ConfigType::kInt, "1", "seed of the fault injector"},
     {"dpdk.rx_drop", ConfigType::kDouble, "0", "probability to drop a received packet"},
     {"dpdk.rx_dup", ConfigType::kDouble, "0", "probability to duplicate a received packet"},
@@ -165,6 +170,10 @@ Status read_options(const Config& cfg, PortOptions* po, Options* o, Choices* c) 
   c->tx = {r.prob("dpdk.tx_drop"), r.prob("dpdk.tx_dup"), r.prob("dpdk.tx_reorder"),
            r.prob("dpdk.tx_corrupt")};
   c->fault_seed = static_cast<uint64_t>(r.at_least("dpdk.fault_seed", 0));
+  o->staging.chunk_bytes =
+      static_cast<size_t>(r.in("dpdk.staging_chunk_bytes", 4096, int64_t{1} << 30));
+  o->staging.slots = static_cast<uint32_t>(r.in("dpdk.staging_slots", 1, 4096));
+  o->staging_rx_slots = static_cast<uint32_t>(r.in("dpdk.staging_rx_slots", 1, 65536));
   return r.status();
 }
 
@@ -196,6 +205,10 @@ Status DpdkTransport::init(const Config& cfg) {
   }
   opts_.window = static_cast<int>(w);
   const std::string &cks = ch.checksum, &zc = ch.zero_copy;
+  if (auto dev = device_ops(); dev.ok())
+    dev_ = *dev;
+  else
+    dev_why_ = std::string(dev.status().message());
 
   GW_RETURN_IF_ERROR(eal_init(cfg));
   GW_ASSIGN_OR_RETURN(port_, Port::open(po));
@@ -403,6 +416,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
 }
 
 void DpdkTransport::endpoint_gone(DpdkEndpoint* ep) {
+  if (!rx_copies_.empty()) forget_rx_copies(ep);
   eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
   uint32_t idx = ep->conn() & 0xffff;
   conns_[idx].ep = nullptr;
@@ -417,6 +431,12 @@ DpdkEndpoint* DpdkTransport::lookup(uint32_t conn) const {
 }
 
 Result<size_t> DpdkTransport::post_recv_any(std::span<const RecvRequest> reqs) {
+  for (const RecvRequest& r : reqs) {  // device memory: the receive pool first (dpdk_staging.cc)
+    if (r.len > 0 && is_device(r.buf, r.mr)) {
+      GW_RETURN_IF_ERROR(rx_pool().status());
+      break;
+    }
+  }
   auto n = core_.post_recv_any(reqs);
   for (DpdkEndpoint* ep : eps_)
     if (ep->stalled()) ep->advance();
@@ -428,26 +448,45 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
   const auto& rf = rx_fault_.counters();
   FaultCounters tf;
   for (const auto& f : tx_fault_) tf += f.counters();
-  std::map<std::string, uint64_t> m = {
-          {"bytes_sent", c.bytes_sent},       {"bytes_received", c.bytes_received},
-          {"msgs_sent", c.msgs_sent},
-          {"pkts_sent", c.pkts_sent},         {"pkts_received", c.pkts_received},
-          {"acks_sent", c.acks_sent},         {"retransmits", c.retransmits},
-          {"timeouts", c.timeouts},           {"fast_retransmits", c.fast_retransmits},
-          {"dup_pkts", c.dup_pkts},           {"out_of_order", c.out_of_order},
-          {"window_drops", c.window_drops},   {"held_drops", c.held_drops},
-          {"held_now", static_cast<uint64_t>(held_)},
-          {"tx_ring_full", c.tx_ring_full},   {"tx_alloc_fail", c.tx_alloc_fail},
-          {"bad_frames", c.bad_frames},       {"bad_checksum", c.bad_checksum},
-          {"not_for_us", c.not_for_us},       {"unknown_conn", c.unknown_conn},
-          {"bad_header", c.bad_header},       {"bad_segment", c.bad_segment},
-          {"zero_copy_pkts", c.zero_copy_pkts}, {"copied_pkts", c.copied_pkts},
-          {"heartbeats", c.heartbeats},       {"syn_parked", c.syn_parked},       {"batch_pkts", c.batch_pkts},
-          {"syn_dropped", c.syn_dropped},     {"endpoints", eps_.size()},
-          {"fault_rx_dropped", rf.dropped},   {"fault_rx_duplicated", rf.duplicated},
-          {"fault_rx_reordered", rf.reordered}, {"fault_rx_corrupted", rf.corrupted},
-          {"fault_tx_dropped", tf.dropped},   {"fault_tx_duplicated", tf.duplicated},
-          {"fault_tx_reordered", tf.reordered}, {"fault_tx_corrupted", tf.corrupted}};
+  std::map<std::string, uint64_t> m = {{"bytes_sent", c.bytes_sent},
+                                       {"bytes_received", c.bytes_received},
+                                       {"msgs_sent", c.msgs_sent},
+                                       {"pkts_sent", c.pkts_sent},
+                                       {"pkts_received", c.pkts_received},
+                                       {"acks_sent", c.acks_sent},
+                                       {"retransmits", c.retransmits},
+                                       {"timeouts", c.timeouts},
+                                       {"fast_retransmits", c.fast_retransmits},
+                                       {"dup_pkts", c.dup_pkts},
+                                       {"out_of_order", c.out_of_order},
+                                       {"window_drops", c.window_drops},
+                                       {"held_drops", c.held_drops},
+                                       {"held_now", static_cast<uint64_t>(held_)},
+                                       {"tx_ring_full", c.tx_ring_full},
+                                       {"tx_alloc_fail", c.tx_alloc_fail},
+                                       {"bad_frames", c.bad_frames},
+                                       {"bad_checksum", c.bad_checksum},
+                                       {"not_for_us", c.not_for_us},
+                                       {"unknown_conn", c.unknown_conn},
+                                       {"bad_header", c.bad_header},
+                                       {"bad_segment", c.bad_segment},
+                                       {"zero_copy_pkts", c.zero_copy_pkts},
+                                       {"copied_pkts", c.copied_pkts},
+                                       {"heartbeats", c.heartbeats},
+                                       {"syn_parked", c.syn_parked},
+                                       {"batch_pkts", c.batch_pkts},
+                                       {"syn_dropped", c.syn_dropped},
+                                       {"endpoints", eps_.size()},
+                                       {"staged_tx_bytes", c.staged_tx_bytes},
+                                       {"staged_rx_bytes", c.staged_rx_bytes},
+                                       {"fault_rx_dropped", rf.dropped},
+                                       {"fault_rx_duplicated", rf.duplicated},
+                                       {"fault_rx_reordered", rf.reordered},
+                                       {"fault_rx_corrupted", rf.corrupted},
+                                       {"fault_tx_dropped", tf.dropped},
+                                       {"fault_tx_duplicated", tf.duplicated},
+                                       {"fault_tx_reordered", tf.reordered},
+                                       {"fault_tx_corrupted", tf.corrupted}};
   core_.add_stats(m);
   return m;
 }

@@ -18,6 +18,7 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_slots.h"
+#include "gw_staging.h"
 #include "gw_transport.h"
 
 struct rte_mbuf;
@@ -46,6 +47,15 @@ struct Options {
   bool zero_copy = false;
   uint32_t zero_copy_min = 0;
   uint32_t seg_payload = 0;  ///< payload bytes per packet (from the MTU)
+  StagingPool::Options staging;   ///< device memory: send windows (per endpoint)
+  uint32_t staging_rx_slots = 0;  ///< device memory: receive slots of one packet (per transport)
+};
+
+/// A host-to-device copy of one received packet's payload, in flight (dpdk_staging.cc).
+struct RxCopy {
+  DpdkEndpoint* ep = nullptr;  // null once the endpoint is gone
+  int slot = -1;
+  int msg = -1;
 };
 
 class DpdkCq final : public CompletionQueue {
@@ -99,6 +109,25 @@ class DpdkTransport final : public Transport {
   bool link_up() const { return port_->link_up(); }
   uint64_t now() const { return now_; }
 
+  // --- device-memory staging (dpdk_staging.cc) ---
+  /// Whether a request's buffer is device memory (its region's kind; else, with a GPU, the
+  /// pointer's). Without a GPU runtime: one predictable branch.
+  bool is_device(const void* buf, const MemoryRegion* mr) const {
+    if (mr) return mr->kind() == MemKind::kCudaDevice;
+    return dev_ && buf && dev_->pointer_kind(buf) == MemKind::kCudaDevice;
+  }
+  /// A staging pool for `owner` (logs the path once per transport). @return NotSupported.
+  Result<std::unique_ptr<StagingPool>> make_pool(const std::string& owner,
+                                                 const StagingPool::Options& o);
+  /// The receive pool (packet-sized slots), made on first use.
+  Result<StagingPool*> rx_pool();
+  StagingPool* rx_pool_now() const { return rx_pool_.get(); }
+  /// Finish host-to-device copies of received packets. `wait`: until one slot is free.
+  void poll_rx_copies(bool wait = false);
+  /// An endpoint failed or is gone: its copies in flight finish (drained) without it.
+  void forget_rx_copies(DpdkEndpoint* ep);
+  Ring<RxCopy> rx_copies_;
+
   int held_ = 0;  // out-of-order packets held by all endpoints
   bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   struct Counters {
@@ -110,6 +139,7 @@ class DpdkTransport final : public Transport {
     uint64_t bad_header = 0, bad_segment = 0;
     uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
     uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
+    uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
 
@@ -151,6 +181,10 @@ class DpdkTransport final : public Transport {
   std::vector<rte_mbuf*> rx_pkts_, rx_faulted_;
   std::vector<std::vector<rte_mbuf*>> txq_;  // per transmit queue
   std::vector<rte_mbuf*> tx_faulted_;
+  DeviceOps* dev_ = nullptr;  // the GPU's table, if there is one
+  std::string dev_why_;       // why there is none
+  std::unique_ptr<StagingPool> rx_pool_;
+  bool staging_logged_ = false;
 };
 
 }  // namespace gw::drv::dpdk

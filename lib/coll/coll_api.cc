@@ -11,8 +11,10 @@ namespace {
 
 using coll::Kind;
 
+// *device: whether the buffers are device memory (both must be of one kind).
 Status check_buffers(const char* what, size_t count, DataType dt, const void* send,
-                     const void* recv) {
+                     const void* recv, bool* device) {
+  *device = false;
   if (count > std::numeric_limits<size_t>::max() / 8 / 64)
     return Status(Code::kInvalidArgument, std::string("coll: ") + what + ": count too large");
   if (count > 0 && (send == nullptr || recv == nullptr)) {
@@ -20,8 +22,15 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
                                               std::to_string(count) + " " + dtype_name(dt) +
                                               " elements with a null buffer");
   }
-  if (count > 0 && (coll::is_device_buffer(send) || coll::is_device_buffer(recv)))
-    return coll::device_unsupported(what);
+  if (count == 0) return Status();
+  const bool ds = coll::is_device_buffer(send), dr = coll::is_device_buffer(recv);
+  if (ds != dr) {
+    return Status(Code::kInvalidArgument,
+                  std::string("coll: ") + what + ": send is " + (ds ? "device" : "host") +
+                      " memory but recv is " + (dr ? "device" : "host") +
+                      " memory; pass both on the device or both on the host");
+  }
+  *device = ds;
   return Status();
 }
 
@@ -30,9 +39,10 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
 Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
                                                  DataType dt, ReduceOp op,
                                                  const CallOptions& call) {
-  if (coll::is_device_buffer(recv))  // GPU memory: lib/coll/coll_device_ring.cc
+  if (coll::is_device_buffer(recv))  // GPU memory: lib/coll/coll_device_api.cc
     return coll::device_allreduce_async(*impl_, send, recv, count, dt, op, call);
-  GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv));
+  bool device = false;
+  GW_RETURN_IF_ERROR(check_buffers("allreduce", count, dt, send, recv, &device));
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, count, call));
   o->in = static_cast<const uint8_t*>(send);
   o->work = o->out = static_cast<uint8_t*>(recv);
@@ -41,11 +51,22 @@ Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, s
 
 Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> bucket, DataType dt,
                                                  ReduceOp op, const CallOptions& call) {
-  size_t total = 0;
+  size_t total = 0, on_device = 0, tensors = 0;
   for (auto& t : bucket) {
-    GW_RETURN_IF_ERROR(check_buffers("allreduce bucket tensor", t.count, dt, t.send, t.recv));
+    bool device = false;
+    GW_RETURN_IF_ERROR(
+        check_buffers("allreduce bucket tensor", t.count, dt, t.send, t.recv, &device));
     total += t.count;
+    on_device += device;
+    tensors += t.count > 0;
   }
+  if (on_device > 0 && on_device < tensors) {
+    return Status(Code::kInvalidArgument,
+                  "coll: fused allreduce bucket mixes device and host tensors (" +
+                      std::to_string(on_device) + " of " + std::to_string(tensors) +
+                      " on the device); put all of one bucket on one side");
+  }
+  if (on_device > 0) return coll::device_bucket_async(*impl_, bucket, total, dt, op, call);
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kAllreduce, dt, op, total, call));
   Status st = o->fusion.ensure(impl_->group.transport(), total * o->es);
   if (!st.ok()) {
@@ -66,7 +87,10 @@ Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> buck
 Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* recv,
                                                       size_t recv_count, DataType dt, ReduceOp op,
                                                       const CallOptions& call) {
-  GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv));
+  bool device = false;
+  GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv, &device));
+  if (device)  // the device reduction kernels: lib/coll/coll_device_api.cc
+    return coll::device_reduce_scatter_async(*impl_, send, recv, recv_count, dt, op, call);
   const size_t total = recv_count * static_cast<size_t>(impl_->n);
   GW_ASSIGN_OR_RETURN(coll::Task * o, impl_->begin(Kind::kReduceScatter, dt, op, total, call));
   o->desc.count = recv_count;
@@ -87,11 +111,16 @@ Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* re
 
 Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, size_t send_count,
                                                  DataType dt, const CallOptions& call) {
-  GW_RETURN_IF_ERROR(check_buffers("allgather", send_count, dt, send, recv));
+  bool device = false;
+  GW_RETURN_IF_ERROR(check_buffers("allgather", send_count, dt, send, recv, &device));
   const size_t total = send_count * static_cast<size_t>(impl_->n);
   GW_ASSIGN_OR_RETURN(coll::Task * o,
                       impl_->begin(Kind::kAllgather, dt, ReduceOp::kSum, total, call));
   o->desc.count = send_count;
+  // Device buffers: no reduction, so the ring moves them as they are (the transport stages
+  // them where it cannot reach device memory) and only the local block is copied here.
+  o->device = device;
+  o->desc.device = device;
   o->in = static_cast<const uint8_t*>(send);
   o->work = o->out = static_cast<uint8_t*>(recv);
   return impl_->launch(*o);
@@ -99,7 +128,8 @@ Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, s
 
 Result<CollHandle> Communicator::broadcast_async(void* buf, size_t count, DataType dt, int root,
                                                  const CallOptions& call) {
-  GW_RETURN_IF_ERROR(check_buffers("broadcast", count, dt, buf, buf));
+  bool device = false;
+  GW_RETURN_IF_ERROR(check_buffers("broadcast", count, dt, buf, buf, &device));
   if (root < 0 || root >= impl_->n) {
     return Status(Code::kInvalidArgument, "coll: broadcast root " + std::to_string(root) +
                                               " outside 0.." + std::to_string(impl_->n - 1));
@@ -108,6 +138,8 @@ Result<CollHandle> Communicator::broadcast_async(void* buf, size_t count, DataTy
                       impl_->begin(Kind::kBroadcast, dt, ReduceOp::kSum, count, call));
   o->root = root;
   o->desc.root = root;
+  o->device = device;  // moved as they are, as allgather's
+  o->desc.device = device;
   o->in = o->work = o->out = static_cast<uint8_t*>(buf);
   return impl_->launch(*o);
 }

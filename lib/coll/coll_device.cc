@@ -1,4 +1,4 @@
-// Registry of the device reducer (filled by drivers/cuda at load time).
+// Registry of the device reducer (filled by drivers/cuda at load time), and a copy helper.
 #include "coll_device.h"
 
 #include <atomic>
@@ -20,11 +20,11 @@ Status device_reduce_status() {
 
 bool is_device_buffer(const void* p) { return memory_kind_of(p) == MemKind::kCudaDevice; }
 
-Status device_unsupported(const char* what) {
-  return Status(Code::kNotSupported,
-                std::string("coll: ") + what +
-                    " of CUDA device buffers is not supported yet (allreduce with the result on "
-                    "the device is); copy to host or pinned memory first");
+Status copy_sync(void* dst, const void* src, size_t n) {
+  if (n == 0 || dst == src) return Status();
+  GW_ASSIGN_OR_RETURN(DeviceOps * ops, device_ops());
+  GW_RETURN_IF_ERROR(ops->copy_async(dst, src, n, nullptr));
+  return ops->synchronize(nullptr);
 }
 
 }  // namespace gw::coll

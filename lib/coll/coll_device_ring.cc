@@ -7,7 +7,9 @@
 //
 // Ring: at reduce-scatter step s rank r sends segment r-s and receives segment r-s-1 into a
 // scratch slot, reduced into the work buffer; after n-1 steps it holds segment r+1 reduced, and
-// the allgather (step a: send r+1-a, receive r-a) hands every rank the same bytes.
+// the allgather (step a: send r+1-a, receive r-a) hands every rank the same bytes. A
+// reduce-scatter alone is shifted by one segment (send r-s-1, receive r-s-2), so that rank r
+// ends with its own block r, whose last reduction goes straight to the caller's buffer.
 #include <algorithm>
 #include <vector>
 
@@ -36,7 +38,8 @@ struct DeviceCache {
 
 class DeviceRing {
  public:
-  DeviceRing(Communicator::Impl& im, Task& op) : im_(im), op_(op) {}
+  DeviceRing(Communicator::Impl& im, Task& op, void* rs_out)
+      : im_(im), op_(op), rs_out_(static_cast<uint8_t*>(rs_out)), rot_(rs_out ? -1 : 0) {}
   Status run(const void* send, void* recv);
 
  private:
@@ -56,11 +59,16 @@ class DeviceRing {
 
   Communicator::Impl& im_;
   Task& op_;
+  uint8_t* rs_out_;  // reduce-scatter: this rank's block (null: allreduce)
+  int rot_;          // segment shift of the reduce-scatter phase
   DeviceOps* ops_ = nullptr;
   DeviceReduceFn reduce_ = nullptr;
   DeviceCache* cache_ = nullptr;
   uint8_t* work_ = nullptr;
-  MemoryRegion work_mr_, scratch_mr_;
+  // In the Task, not here: after a failure requests stay posted with them (the communicator
+  // is broken, so the Task is not reused before it is destroyed).
+  MemoryRegion& work_mr_ = op_.dev_mrs[0];
+  MemoryRegion& scratch_mr_ = op_.dev_mrs[1];
   int n_ = 1, r_ = 0, next_ = 0, prev_ = 0;
   uint32_t C_ = 1, units_ = 0, depth_ = 1, rs_units_ = 0;
   size_t chunk_ = 1;
@@ -87,8 +95,8 @@ DeviceRing::Unit DeviceRing::unit(uint32_t u) const {
   const int s = static_cast<int>(io.step);
   io.rs = u < rs_units_;
   if (io.rs) {
-    seg_chunk(mod(r_ - s, n_), k, &io.soff, &io.slen);
-    seg_chunk(mod(r_ - s - 1, n_), k, &io.off, &io.len);
+    seg_chunk(mod(r_ - s + rot_, n_), k, &io.soff, &io.slen);
+    seg_chunk(mod(r_ - s - 1 + rot_, n_), k, &io.off, &io.len);
   } else {
     const int a = s - (n_ - 1);
     seg_chunk(mod(r_ + 1 - a, n_), k, &io.soff, &io.slen);
@@ -118,24 +126,31 @@ Status DeviceRing::setup(const void* send, void* recv) {
   r_ = im_.rank;
   next_ = mod(r_ + 1, n_);
   prev_ = mod(r_ - 1, n_);
-  work_ = static_cast<uint8_t*>(recv);
+  // One rank: the result is the input (a reduce-scatter's block is all of it).
+  work_ = static_cast<uint8_t*>(n_ == 1 && rs_out_ ? rs_out_ : recv);
   const size_t bytes = op_.count * op_.es;
-  if (send != recv && bytes) {
-    GW_RETURN_IF_ERROR(ops_->copy_async(recv, send, bytes, cache.stream.get()));
+  if (send != work_ && bytes) {
+    GW_RETURN_IF_ERROR(ops_->copy_async(work_, send, bytes, cache.stream.get()));
     GW_RETURN_IF_ERROR(ops_->synchronize(cache.stream.get()));
   }
   if (n_ == 1 || bytes == 0) return Status();
-  // The call's descriptor goes to the next rank as the host engines' does (same tag), so a
-  // rank that passed host buffers, or another count or dtype, fails both sides at once.
-  op_.desc.algo = static_cast<uint8_t>(Algo::kRing);
+  // The call's descriptor goes to both ring neighbours as the host ring's does (same tags),
+  // so a rank that passed host buffers, or another count or dtype, fails at once.
+  if (!rs_out_) op_.desc.algo = static_cast<uint8_t>(Algo::kRing);
   op_.desc.device = 1;
-  const int to[] = {next_}, from[] = {prev_};
-  GW_RETURN_IF_ERROR(im_.post_headers(op_, to, from));
+  int to[kBackHdr + 1] = {next_, -1, -1, -1, -1}, from[kBackHdr + 1] = {prev_, -1, -1, -1, -1};
+  size_t hdrs = 1;
+  if (n_ > 2) {
+    to[kBackHdr] = prev_;
+    from[kBackHdr] = next_;
+    hdrs = kBackHdr + 1;
+  }
+  GW_RETURN_IF_ERROR(im_.post_headers(op_, {to, hdrs}, {from, hdrs}));
   chunk_ = std::max<size_t>(1, im_.chunk_bytes / op_.es);
   const size_t seg_max = (op_.count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_);
   C_ = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + chunk_ - 1) / chunk_));
   rs_units_ = static_cast<uint32_t>(n_ - 1) * C_;
-  units_ = 2 * rs_units_;
+  units_ = rs_out_ ? rs_units_ : 2 * rs_units_;
   depth_ = std::max<uint32_t>(1, im_.depth);
   const size_t scratch_bytes = size_t{depth_} * chunk_ * op_.es;
   if (cache.scratch.size() < scratch_bytes) {
@@ -212,8 +227,8 @@ Status DeviceRing::on_completion(const Completion& c) {
     return Status(c.code == Code::kInvalidArgument ? Code::kInvalidArgument : Code::kRemoteError,
                   im_.where(op_) + " (device buffers): rank " + std::to_string(c.peer_id) +
                       (c.code == Code::kInvalidArgument
-                           ? " sent more than this rank expects: the ranks called allreduce "
-                             "with different counts or dtypes"
+                           ? " sent more than this rank expects: the ranks called the "
+                             "collective with different counts or dtypes"
                            : " failed: " + why));
   }
   if (is_send) {
@@ -239,10 +254,15 @@ Status DeviceRing::on_completion(const Completion& c) {
   const bool last = io.step + 2 == static_cast<uint32_t>(n_);
   const uint32_t div = last && op_.rop == ReduceOp::kAvg ? static_cast<uint32_t>(n_) : 0;
   uint8_t* dst = work_ + io.off * op_.es;
+  const uint8_t* local = dst;
+  if (rs_out_ && last) {
+    const size_t block = op_.count / static_cast<size_t>(n_);
+    dst = rs_out_ + (io.off - block * static_cast<size_t>(r_)) * op_.es;
+  }
   const uint8_t* in =
       static_cast<const uint8_t*>(cache_->scratch.get()) + size_t{u % depth_} * chunk_ * op_.es;
   DeviceStream s = cache_->stream.get();
-  GW_RETURN_IF_ERROR(reduce_(op_.dt, op_.rop, dst, in, dst, io.len, div, s));
+  GW_RETURN_IF_ERROR(reduce_(op_.dt, op_.rop, dst, in, local, io.len, div, s));
   GW_RETURN_IF_ERROR(ops_->record(cache_->events[u % depth_], s));
   reducing_.push_back(u);
   return Status();
@@ -276,11 +296,12 @@ Status DeviceRing::run(const void* send, void* recv) {
       GW_RETURN_IF_ERROR(on_completion(c));
     }
     if (op_.deadline.expired()) {
-      return Status(Code::kTimeout,
-                    im_.where(op_) + " (device buffers): not finished before its deadline "
-                                     "(sent " + std::to_string(sends_done_) + "/" +
-                        std::to_string(units_) + ", received " + std::to_string(recvs_done_) +
-                        "/" + std::to_string(units_) + "); a peer may have stopped");
+      return Status(Code::kTimeout, im_.where(op_) +
+                                        " (device buffers): not finished before its deadline "
+                                        "(sent " +
+                                        std::to_string(sends_done_) + "/" + std::to_string(units_) +
+                                        ", received " + std::to_string(recvs_done_) + "/" +
+                                        std::to_string(units_) + "); a peer may have stopped");
     }
   }
   return Status();
@@ -288,18 +309,9 @@ Status DeviceRing::run(const void* send, void* recv) {
 
 }  // namespace
 
-Result<CollHandle> device_allreduce_async(Communicator::Impl& im, const void* send, void* recv,
-                                          size_t count, DataType dt, ReduceOp op,
-                                          const CallOptions& call) {
-  if (count > 0 && send == nullptr)
-    return Status(Code::kInvalidArgument, "coll: allreduce of device memory from a null buffer");
-  GW_ASSIGN_OR_RETURN(Task * t, im.begin(Kind::kAllreduce, dt, op, count, call));
-  CollHandle h{static_cast<uint32_t>(im.slot_of(*t)), t->gen};
-  Status st = DeviceRing(im, *t).run(send, recv);
-  t->done = true;
-  if (!st.ok()) im.fail(*t, st);  // breaks the communicator, as a host collective's failure
-  t->status = st;
-  return h;
+Status run_device_ring(Communicator::Impl& im, Task& op, const void* send, void* recv,
+                       void* rs_out) {
+  return DeviceRing(im, op, rs_out).run(send, recv);
 }
 
 }  // namespace gw::coll

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gw_coll.h"
+#include "gw_staging.h"
 #include "gw_transport.h"
 
 namespace gw::coll {
@@ -32,6 +33,10 @@ struct Desc {
   uint32_t magic = 0;
   uint8_t kind = 0, dtype = 0, op = 0, algo = 0;
   uint8_t device = 0;  ///< 1: device buffers (a rank mixing them with host buffers is caught)
+  /// 1: a mismatch relayed (rd_relay): this Desc is rank `origin`'s call and the next one
+  /// the call of the rank it disagreed with (its `origin`).
+  uint8_t relayed = 0;
+  uint16_t origin = 0;
   uint64_t count = 0;
   int32_t root = 0;
   uint32_t seq = 0;
@@ -96,6 +101,10 @@ struct Task {
   uint8_t* out = nullptr;       ///< user output (reduce_scatter: one block)
   RegBuf scratch, workbuf, fusion;
   std::vector<TensorRef> bucket;  ///< fused allreduce: unpacked from `fusion` at the end
+  bool device = false;            ///< the caller's buffers are device memory (coll_device*.cc)
+  uint8_t* dev_out = nullptr;     ///< host-staged device call: copy `work` here when done
+  int stage_slot = -1;            ///< its pinned slot in Impl::dev_stage
+  std::array<MemoryRegion, 2> dev_mrs;  ///< the device ring's work and scratch registrations
   int* source = nullptr;          ///< point-to-point receive: where the sender's rank goes
   size_t* received = nullptr;     ///< point-to-point receive: where the message length goes
 
@@ -129,6 +138,10 @@ struct Task {
 
 /// Unit numbers at or above this carry a descriptor, not data.
 inline constexpr uint32_t kHdrUnit = 0x40000000u;
+/// Header unit of the descriptor a ring sends backwards (to the previous rank) when it has more
+/// than two ranks: with both neighbours checking, every rank of three sees every other's call.
+/// Units 0..3 are the forward headers (one per hierarchy phase).
+inline constexpr int kBackHdr = 4;
 
 /// Recursive-doubling messages are [Desc, padding | data]: the descriptor rides with the data
 /// (one message per step instead of two), and all of them use the tag of header unit 0 — each
@@ -151,6 +164,11 @@ struct Communicator::Impl {
   Nanos timeout{0};
   bool check_args = true;
   bool needs_mr = false;
+  size_t device_host_max_bytes = 0;  ///< device allreduces up to this reduce on the host
+  // Pinned slots of host-staged device calls (coll_device.cc), one per call in flight.
+  std::unique_ptr<StagingPool> dev_stage;
+  MemoryRegion dev_stage_mr;
+  DeviceBuffer dev_fusion, dev_work;  ///< device ring: fused buckets, reduce-scatter
   uint32_t max_outstanding = 64;
   uint32_t seq = 0;
   Status broken;
@@ -209,6 +227,8 @@ struct Communicator::Impl {
   Status rd_advance(coll::Task& op);
   Status rd_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
   Status rd_on_send(coll::Task& op, uint32_t unit);
+  /// Pass a call mismatch found at `peer`'s message `d` on to the rest of op's partners.
+  void rd_relay(coll::Task& op, const coll::Desc* d, size_t len, int peer);
 
   int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }
   std::string where(const coll::Task& op) const;

@@ -18,7 +18,6 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
   }
   if (bytes > 0 && buf == nullptr)
     return Status(Code::kInvalidArgument, std::string("coll: ") + what + " with a null buffer");
-  if (bytes > 0 && coll::is_device_buffer(buf)) return coll::device_unsupported(what);
   GW_ASSIGN_OR_RETURN(coll::Task * o,
                       im.begin(kind, DataType::kUInt8, ReduceOp::kSum, bytes, call));
   o->engine = coll::Engine::kP2p;
@@ -26,6 +25,8 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
   o->desc.root = peer;
   o->source = source;
   o->received = received;
+  // Device memory goes to the transport as it is (moved directly or staged there).
+  o->device = bytes > 0 && coll::is_device_buffer(buf);
   (is_send ? o->sends_total : o->recvs_total) = 1;
   auto took = im.post_p2p(*o, peer, is_send, buf, bytes, tag);
   if (!took.ok() || !*took) {

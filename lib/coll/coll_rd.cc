@@ -72,8 +72,8 @@ Status Communicator::Impl::rd_setup(Task& op) {
     op.sends_total += s.send;
     op.recvs_total += s.recv;
   }
-  // Scratch: two receive slots, then two send slots (each kRdHdr + data).
-  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 4 * rd_slot(op)));
+  // Scratch: two receive slots, then two send slots (each kRdHdr + data), then rd_relay's.
+  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 4 * rd_slot(op) + kRdHdr));
   const size_t bytes = op.count * op.es;
   if (op.work != op.in && bytes) std::memcpy(op.work, op.in, bytes);
   return Status();
@@ -86,8 +86,8 @@ Status Communicator::Impl::rd_advance(Task& op) {
          op.next_recv < static_cast<uint32_t>(op.rd_cur) + 2) {
     const auto& s = op.rd[op.next_recv];
     if (s.recv) {
-      GW_ASSIGN_OR_RETURN(bool took, recv(op, s.peer, rd_buf(op, op.next_recv % 2), len, s.unit,
-                                          coll::kHdrUnit));
+      GW_ASSIGN_OR_RETURN(
+          bool took, recv(op, s.peer, rd_buf(op, op.next_recv % 2), len, s.unit, coll::kHdrUnit));
       if (!took) break;
       ++op.inflight_recvs;
     }
@@ -128,10 +128,14 @@ Status Communicator::Impl::rd_advance(Task& op) {
 Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len, int peer) {
   if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
   size_t idx = 0;
-  while (idx < static_cast<size_t>(op.rd_steps) && op.rd[idx].unit != static_cast<int>(unit))
-    ++idx;
+  while (idx < static_cast<size_t>(op.rd_steps) && op.rd[idx].unit != static_cast<int>(unit)) ++idx;
   const auto* d = reinterpret_cast<const coll::Desc*>(rd_buf(op, idx % 2));
-  if (check_args || len < sizeof(coll::Desc)) GW_RETURN_IF_ERROR(check_desc(op, peer, d, len));
+  if (check_args || len < sizeof(coll::Desc)) {
+    if (Status st = check_desc(op, peer, d, len); !st.ok()) {
+      rd_relay(op, d, len, peer);
+      return st;
+    }
+  }
   if (len != kRdHdr + op.count * op.es) {
     return Status(Code::kInvalidArgument,
                   where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
@@ -142,6 +146,31 @@ Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len, int p
   op.unit_done[unit] |= 2;
   ++op.recvs_done;
   return Status();
+}
+
+// The ranks that meet this one only at later steps would wait for data that never comes: send
+// them, in place of that data, both calls of the mismatch found here (or relayed to here), and
+// they fail with it and pass it on in turn, so every rank fails at once.
+void Communicator::Impl::rd_relay(Task& op, const coll::Desc* d, size_t len, int peer) {
+  coll::Desc pair[2];
+  if (len >= sizeof pair && d->magic == op.desc.magic && d->relayed) {
+    std::memcpy(pair, d, sizeof pair);
+  } else {
+    pair[0] = op.desc;
+    pair[0].relayed = 1;
+    pair[0].origin = static_cast<uint16_t>(rank);
+    if (len >= sizeof(coll::Desc)) std::memcpy(&pair[1], d, sizeof(coll::Desc));
+    pair[1].origin = static_cast<uint16_t>(peer);
+  }
+  uint8_t* buf = op.scratch.data() + 4 * rd_slot(op);
+  std::memcpy(buf, pair, sizeof pair);
+  for (int i = op.rd_cur; i < op.rd_steps; ++i) {
+    const coll::RdStep& s = op.rd[static_cast<size_t>(i)];
+    uint8_t& st = op.unit_done[static_cast<size_t>(s.unit)];
+    if (!s.send || (st & 4)) continue;
+    (void)send(op, s.peer, buf, sizeof pair, static_cast<uint32_t>(s.unit), coll::kHdrUnit);
+    st |= 4;
+  }
 }
 
 Status Communicator::Impl::rd_on_send(Task& op, uint32_t unit) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "coll_device.h"
 #include "coll_impl.h"
 #include "reduce_kernels.h"
 
@@ -119,17 +120,32 @@ Status Communicator::Impl::ring_start(Task& op) {
     op.units = op.C;
     op.sends_total = d < n - 1 ? op.C : 0;
     op.recvs_total = d > 0 ? op.C : 0;
-    const int to[] = {d < n - 1 ? next : -1}, from[] = {d > 0 ? prev : -1};
-    GW_RETURN_IF_ERROR(post_headers(op, to, from));
+    // Headers go both ways around the ring, not only down the chain: every rank (the root
+    // and the last too) then checks a neighbour's call, so a mismatch fails them all.
+    int to[coll::kBackHdr + 1] = {next, -1, -1, -1, -1};
+    int from[coll::kBackHdr + 1] = {prev, -1, -1, -1, -1};
+    size_t k = 1;
+    if (n > 2) {
+      to[coll::kBackHdr] = prev;
+      from[coll::kBackHdr] = next;
+      k = coll::kBackHdr + 1;
+    }
+    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}));
   } else {
     op.units = (op.rs + op.ag) * op.C;
     op.sends_total += op.units;
     op.recvs_total += op.units;
     // Header unit = phase: each phase of a hierarchical allreduce checks its own ring.
-    int to[4] = {-1, -1, -1, -1}, from[4] = {-1, -1, -1, -1};
+    int to[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1},
+                            from[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1};
     to[op.phase] = next;
     from[op.phase] = prev;
-    const auto k = static_cast<size_t>(op.phase) + 1;
+    auto k = static_cast<size_t>(op.phase) + 1;
+    if (op.phase == 0 && rn > 2) {  // and backwards: see kBackHdr
+      to[coll::kBackHdr] = prev;
+      from[coll::kBackHdr] = next;
+      k = coll::kBackHdr + 1;
+    }
     GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}));
   }
   op.unit_done.assign(op.units, 0);  // reuses capacity: no allocation for a repeated size
@@ -140,8 +156,12 @@ Status Communicator::Impl::ring_start(Task& op) {
     size_t off, len;
     chunk_of(op, n, op.ring_pos, 0, &off, &len);
     const size_t block = op.count / static_cast<size_t>(n);
-    if (op.work + off * op.es != op.in && block)
-      std::memcpy(op.work + off * op.es, op.in, block * op.es);
+    if (op.work + off * op.es != op.in && block) {
+      if (op.device)
+        GW_RETURN_IF_ERROR(coll::copy_sync(op.work + off * op.es, op.in, block * op.es));
+      else
+        std::memcpy(op.work + off * op.es, op.in, block * op.es);
+    }
   }
   return Status();
 }

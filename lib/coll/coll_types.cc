@@ -1,8 +1,10 @@
-// Names of dtypes/ops/algorithms and the scalar float16/bfloat16 conversions.
+// Names of dtypes/ops/algorithms and call descriptors, and the scalar float16/bfloat16
+// conversions.
 #include <bit>
 #include <cstring>
 #include <string>
 
+#include "coll_impl.h"
 #include "reduce_kernels.h"
 
 namespace gw {
@@ -151,6 +153,40 @@ void divide(DataType dt, void* dst, const void* src, size_t count, uint32_t divi
     case DataType::kUInt8:
       return divide_as<uint8_t>(dst, src, count, divisor);
   }
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kAllreduce:
+      return "allreduce";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kAllgather:
+      return "allgather";
+    case Kind::kBroadcast:
+      return "broadcast";
+    case Kind::kBarrier:
+      return "barrier";
+    case Kind::kSend:
+      return "send";
+    case Kind::kRecv:
+      return "recv";
+  }
+  return "unknown";
+}
+
+std::string describe(const Desc& d) {
+  std::string s = std::string(kind_name(static_cast<Kind>(d.kind))) + " #" + std::to_string(d.seq) +
+                  "(count=" + std::to_string(d.count) + ", " +
+                  dtype_name(static_cast<DataType>(d.dtype));
+  if (d.kind <= static_cast<uint8_t>(Kind::kReduceScatter))
+    s += std::string(", ") + op_name(static_cast<ReduceOp>(d.op));
+  if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
+    s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
+  if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
+  if (d.kind >= static_cast<uint8_t>(Kind::kSend)) s += ", peer=" + std::to_string(d.root);
+  if (d.kind == static_cast<uint8_t>(Kind::kBarrier)) return s + ")";
+  return s + (d.device ? ", device buffers)" : ", host buffers)");
 }
 
 }  // namespace coll

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "coll_device.h"
 #include "coll_impl.h"
 #include "gw_config.h"
 #include "log.h"
@@ -22,11 +23,18 @@ GW_CONFIG_KEYS(coll,
                 "larger ones the ring (default: the measured crossover, BENCHMARKS.md)"},
                {"coll.timeout_ms", ConfigType::kInt, "60000", "default timeout of a collective"},
                {"coll.check_args", ConfigType::kBool, "true",
-                "send each call's signature to peers so mismatched calls fail clearly"});
+                "send each call's signature to peers so mismatched calls fail clearly"},
+               {"coll.device_host_max_bytes", ConfigType::kInt, "65536",
+                "device-buffer allreduce of at most this many bytes: one copy to pinned host "
+                "memory, host reduction, one copy back (larger: the device ring); recursive "
+                "doubling always reduces on the host. Not yet measured on a GPU: conservative"});
 
 constexpr uint64_t kTagMagic = 0xC0ull << 56;
 constexpr uint64_t kP2pTagMagic = 0xC1ull << 56;  // point-to-point: the caller's 32-bit tag
 constexpr size_t kMaxUserMrs = 64;
+constexpr const char* kSameCall =
+    ": every rank must call the same collectives in the same order with the same count, dtype "
+    "and op, and all with host or all with device buffers";
 
 using coll::Kind;
 using coll::Task;
@@ -34,39 +42,6 @@ using coll::Task;
 }  // namespace
 
 namespace coll {
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kAllreduce:
-      return "allreduce";
-    case Kind::kReduceScatter:
-      return "reduce_scatter";
-    case Kind::kAllgather:
-      return "allgather";
-    case Kind::kBroadcast:
-      return "broadcast";
-    case Kind::kBarrier:
-      return "barrier";
-    case Kind::kSend:
-      return "send";
-    case Kind::kRecv:
-      return "recv";
-  }
-  return "unknown";
-}
-
-std::string describe(const Desc& d) {
-  std::string s = std::string(kind_name(static_cast<Kind>(d.kind))) + " #" + std::to_string(d.seq) +
-                  "(count=" + std::to_string(d.count) + ", " +
-                  dtype_name(static_cast<DataType>(d.dtype));
-  if (d.kind <= static_cast<uint8_t>(Kind::kReduceScatter))
-    s += std::string(", ") + op_name(static_cast<ReduceOp>(d.op));
-  if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
-    s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
-  if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
-  if (d.kind >= static_cast<uint8_t>(Kind::kSend)) s += ", peer=" + std::to_string(d.root);
-  return s + (d.device ? ", device buffers)" : ")");
-}
 
 Status RegBuf::ensure(Transport& t, size_t bytes) {
   if (bytes <= cap_ && mem_) return Status();
@@ -109,6 +84,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   GW_ASSIGN_OR_RETURN(int64_t depth, pick(o.pipeline_depth, "coll.pipeline_depth", true));
   GW_ASSIGN_OR_RETURN(int64_t rd_max, pick(o.rd_max_bytes, "coll.rd_max_bytes", false));
   GW_ASSIGN_OR_RETURN(int64_t tmo, pick(o.timeout.count() / 1'000'000, "coll.timeout_ms", true));
+  GW_ASSIGN_OR_RETURN(int64_t dev_host,
+                      pick(o.device_host_max_bytes, "coll.device_host_max_bytes", false));
   if (o.timeout.count() > 0 && o.timeout < Millis(1)) tmo = 1;
   bool check = o.check_args > 0;
   if (o.check_args < 0) {
@@ -126,6 +103,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->rd_max_bytes = static_cast<size_t>(rd_max);
   impl->timeout = Millis(tmo);
   impl->check_args = check;
+  impl->device_host_max_bytes = static_cast<size_t>(std::clamp<int64_t>(dev_host, 0, 1 << 30));
   const auto& props = group.transport().properties();
   impl->needs_mr = props.requires_registration;
   if (props.max_outstanding > 0)
@@ -188,6 +166,9 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->bucket.clear();
   op->source = nullptr;
   op->received = nullptr;
+  coll::release_stage(*this, *op);  // a failed host-staged call's pinned slot
+  op->device = false;
+  op->dev_out = nullptr;
   op->units = op->sends_total = op->recvs_total = 0;
   op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
   op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
@@ -195,15 +176,13 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   if (kind == Kind::kAllreduce) {
     op->algo = call.algo == Algo::kAuto ? auto_algo(count * op->es) : call.algo;
   }
-  op->desc = coll::Desc{0x67776331u,
-                        static_cast<uint8_t>(kind),
-                        static_cast<uint8_t>(dt),
-                        static_cast<uint8_t>(rop),
-                        static_cast<uint8_t>(op->algo),
-                        0,
-                        count,
-                        0,
-                        op->seq};
+  op->desc = coll::Desc{.magic = 0x67776331u,
+                        .kind = static_cast<uint8_t>(kind),
+                        .dtype = static_cast<uint8_t>(dt),
+                        .op = static_cast<uint8_t>(rop),
+                        .algo = static_cast<uint8_t>(op->algo),
+                        .count = count,
+                        .seq = op->seq};
   if (kind != Kind::kAllreduce && kind != Kind::kReduceScatter) op->desc.op = 0;
   return op;
 }
@@ -212,7 +191,12 @@ Status Communicator::Impl::finish_now(Task& op) {
   const size_t bytes = op.count * op.es;
   if (op.kind == Kind::kAllgather || op.kind == Kind::kReduceScatter ||
       op.kind == Kind::kAllreduce) {
-    if (op.out != op.in && bytes) std::memmove(op.out, op.in, bytes);
+    if (op.out != op.in && bytes) {
+      if (op.device)
+        GW_RETURN_IF_ERROR(coll::copy_sync(op.out, op.in, bytes));
+      else
+        std::memmove(op.out, op.in, bytes);
+    }
   }
   op.done = true;
   maybe_complete(op);
@@ -248,6 +232,7 @@ const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, si
   for (const coll::RegBuf* b : {&op.scratch, &op.workbuf, &op.fusion}) {
     if (b->contains(p, len)) return b->mr();
   }
+  if (dev_stage && dev_stage_mr.contains(p, len)) return &dev_stage_mr;
   for (auto& [key, mr] : user_mrs) {
     if (mr.contains(p, len)) return &mr;
   }
@@ -256,7 +241,8 @@ const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, si
     if (busy) return nullptr;  // the driver rejects the request; reported with its reason
     user_mrs.clear();
   }
-  auto mr = group.transport().register_memory(const_cast<void*>(p), len, MemKind::kHost);
+  auto mr = group.transport().register_memory(const_cast<void*>(p), len,
+                                              op.device ? MemKind::kCudaDevice : MemKind::kHost);
   if (!mr.ok()) return nullptr;
   user_mrs.emplace_back(std::make_pair(p, len), std::move(*mr));
   return &user_mrs.back().second;
@@ -353,6 +339,13 @@ void Communicator::Impl::maybe_complete(Task& op) {
     op.done = true;
   }
   if (!op.status.ok()) return;
+  if (op.dev_out || op.stage_slot >= 0) {  // host-staged device call: results to the device
+    if (Status st = coll::device_complete(*this, op); !st.ok()) {
+      op.status = st;
+      fail_all(st);
+    }
+    return;
+  }
   // Fused bucket: hand every tensor its part of the reduced buffer.
   size_t off = 0;
   for (auto& t : op.bucket) {
@@ -411,6 +404,10 @@ void Communicator::Impl::dispatch(const Completion& c) {
       if (op.engine == coll::Engine::kRd && c.len > coll::kRdHdr) {
         theirs = " (count=" + std::to_string((c.len - coll::kRdHdr) / op.es) + " if its dtype is " +
                  dtype_name(op.dt) + ")";
+      } else if (unit >= coll::kHdrUnit) {
+        theirs =
+            " where this rank expected its call descriptor (it ran recursive doubling: "
+            "another size, or host buffers where this rank has device buffers)";
       }
       fail(op, Status(Code::kInvalidArgument,
                       where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
@@ -452,12 +449,18 @@ Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc
                                       size_t len) const {
   const bool whole = len >= sizeof(coll::Desc) && d->magic == op.desc.magic;
   if (whole && *d == op.desc) return Status();
+  if (whole && d->relayed && len >= 2 * sizeof(coll::Desc)) {  // see rd_relay()
+    return Status(Code::kInvalidArgument,
+                  where(op) + ": rank " + std::to_string(d->origin) + " found that rank " +
+                      std::to_string(d[1].origin) + " called " +
+                      (d[1].magic == d->magic ? coll::describe(d[1]) : "something else") +
+                      " while rank " + std::to_string(d->origin) + " called " + coll::describe(*d) +
+                      " (passed on by rank " + std::to_string(peer) + ")" + kSameCall);
+  }
   return Status(Code::kInvalidArgument,
                 where(op) + ": rank " + std::to_string(peer) + " called " +
                     (whole ? coll::describe(*d) : std::string("something else")) +
-                    " but this rank called " + coll::describe(op.desc) +
-                    ": every rank must call the same collectives in the same order with the "
-                    "same count, dtype and op");
+                    " but this rank called " + coll::describe(op.desc) + kSameCall);
 }
 
 void Communicator::Impl::check_deadlines() {

@@ -5,7 +5,15 @@
 /// bucket, as DDP and Horovod do).
 ///
 /// Every rank must start the same collectives in the same order with the same counts, dtypes
-/// and ops (as with NCCL and Gloo); a mismatch is detected and reported as InvalidArgument.
+/// and ops (as with NCCL and Gloo), and all with host or all with device (CUDA) buffers; a
+/// mismatch is detected and reported as InvalidArgument on every rank (with two or three
+/// ranks always; with more, the ranks that exchange data with a mismatching one).
+///
+/// Device buffers are accepted by every collective and by send/recv (lib/coll/coll_device.h):
+/// the Group's transport moves them (GPUDirect) or stages them through pinned host memory. A
+/// call on device buffers is finished (wait() returns) only once its results are in device
+/// memory (copies and kernels done), so a barrier after it orders device state as well; the
+/// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch) the communicator is broken: every
 /// later call returns that first error. Destroy it (before its Group) and build a new Group.
 #pragma once
@@ -30,6 +38,9 @@ struct CommOptions {
       -1;               ///< Algo::kAuto uses recursive doubling up to this (coll.rd_max_bytes)
   Nanos timeout{0};     ///< default timeout of one collective (coll.timeout_ms)
   int check_args = -1;  ///< 1: exchange a descriptor to catch mismatched calls (coll.check_args)
+  /// Device-buffer allreduce of at most this many bytes reduces on the host after one copy
+  /// (coll.device_host_max_bytes; negative: the key).
+  int64_t device_host_max_bytes = -1;
 };
 
 /// Per-call settings.

@@ -3,7 +3,9 @@
 /// Parameters are float32 keyed tensors sharded over the servers (gw_ps_layout.h). Workers
 /// push gradients and pull parameters asynchronously (handles + wait with a timeout); the data
 /// moves between the caller's registered buffers and the servers' registered shards with no
-/// staging copy; servers receive with any-source receives.
+/// staging copy; servers receive with any-source receives. A worker's buffers may be CUDA
+/// device memory: the transport moves it (GPUDirect) or stages it through pinned host memory
+/// (tcp, dpdk), as for the collectives; the servers' shards stay in host memory.
 ///
 /// Consistency, per part of a key; a worker's clock on a key is the number of pushes it has
 /// made of that key:
@@ -94,7 +96,8 @@ class PsWorker {
   PsWorker(const PsWorker&) = delete;
   PsWorker& operator=(const PsWorker&) = delete;
 
-  /// Register a buffer for push/pull (needed where the transport requires registration).
+  /// Register a buffer for push/pull (needed where the transport requires registration), of
+  /// the kind it is (host, pinned or device memory).
   Result<MemoryRegion> register_memory(std::span<float> buf);
 
   /// Send `grad` (the key's size) to the servers; the buffer must stay untouched until wait().

@@ -2,6 +2,7 @@
 // into the caller's buffers, completion handling, finish.
 #include <algorithm>
 
+#include "gw_device.h"
 #include "log.h"
 #include "ps_impl.h"
 
@@ -261,7 +262,8 @@ Result<std::unique_ptr<PsWorker>> PsWorker::create(Group& group, std::span<const
 }
 
 Result<MemoryRegion> PsWorker::register_memory(std::span<float> buf) {
-  return impl_->t_.register_memory(buf.data(), buf.size_bytes(), MemKind::kHost);
+  // Device memory is registered as such: the transport moves it or stages it (and says so).
+  return impl_->t_.register_memory(buf.data(), buf.size_bytes(), memory_kind_of(buf.data()));
 }
 
 Result<PsHandle> PsWorker::push(uint64_t key, std::span<const float> grad,

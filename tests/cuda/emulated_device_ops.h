@@ -6,19 +6,26 @@
 ///    through a second, read-write view of the same pages.
 ///  - copy_async() only queues the copy; it happens when a later query() of an event recorded
 ///    after it runs, and only on the `lag`-th query, so "not ready yet" is exercised.
+///  - reduce_async() queues lib/coll's CPU kernels on the read-write views the same way: the
+///    device reducer of the collectives (ScopedEmulatedReduce), same bytes as the CUDA kernels
+///    (test_reduce_ops.cc checks those against the CPU kernels).
 /// Thread-safety: all calls under one mutex (ranks as threads share the table).
 #pragma once
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "coll_device.h"
 #include "gw_device.h"
+#include "reduce_kernels.h"
 
 namespace gw::cuda_test {
 
@@ -49,6 +56,9 @@ class EmulatedDeviceOps final : public DeviceOps {
   }
   void free_device(void* p) override {
     std::lock_guard lk(mu_);
+    // As cudaFree, which synchronizes the device: queued work runs first.
+    for (auto& [st, owned] : streams_) run(st, st->issued);
+    run(&default_stream_, default_stream_.issued);
     auto it = dev_.find(static_cast<uint8_t*>(p));
     if (it == dev_.end()) return;
     unmap(it->second, it->first);
@@ -99,9 +109,26 @@ class EmulatedDeviceOps final : public DeviceOps {
     const uint8_t* from = resolve(const_cast<void*>(src), n);
     if (!d || !from) return Status(Code::kInvalidArgument, "emulated copy outside a buffer");
     Stream* st = stream(s);
-    st->q.push_back(Copy{d, from, n, ++st->issued});
+    st->q.push_back(Copy{d, from, n, ++st->issued, {}});
     return Status();
   }
+  /// dst = a op b, queued on s like a kernel launch.
+  Status reduce_async(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
+                      size_t count, uint32_t div, DeviceStream s) {
+    std::lock_guard lk(mu_);
+    const size_t n = count * dtype_size(dt);
+    uint8_t* d = resolve(dst, n);
+    const uint8_t* x = resolve(const_cast<void*>(a), n);
+    const uint8_t* y = resolve(const_cast<void*>(b), n);
+    if (!d || !x || !y) return Status(Code::kInvalidArgument, "emulated reduce outside a buffer");
+    Stream* st = stream(s);
+    st->q.push_back(
+        Copy{d, x, n, ++st->issued, [=] { coll::reduce(dt, op, d, x, y, count, div); }});
+    ++reductions_;
+    return Status();
+  }
+  int reductions() const { return reductions_; }
+
   Status record(DeviceEvent e, DeviceStream s) override {
     std::lock_guard lk(mu_);
     auto* ev = static_cast<Event*>(e);
@@ -145,6 +172,7 @@ class EmulatedDeviceOps final : public DeviceOps {
     const uint8_t* src;
     size_t n;
     uint64_t id;
+    std::function<void()> fn;  // a reduction instead of a copy
   };
   struct Stream {
     std::deque<Copy> q;
@@ -182,7 +210,10 @@ class EmulatedDeviceOps final : public DeviceOps {
   static void run(Stream* st, uint64_t upto) {
     while (!st->q.empty() && st->q.front().id <= upto) {
       const Copy& c = st->q.front();
-      std::memcpy(c.dst, c.src, c.n);
+      if (c.fn)
+        c.fn();
+      else
+        std::memcpy(c.dst, c.src, c.n);
       st->done = c.id;
       st->q.pop_front();
     }
@@ -196,6 +227,34 @@ class EmulatedDeviceOps final : public DeviceOps {
   std::map<Event*, std::unique_ptr<Event>> events_;
   Stream default_stream_;
   int pinned_allocs_ = 0;
+  std::atomic<int> reductions_{0};
+};
+
+/// The emulated table whose reduce_async() the device reducer below calls.
+inline std::atomic<EmulatedDeviceOps*> g_emulated{nullptr};
+
+inline Status emulated_reduce(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
+                              size_t count, uint32_t div, DeviceStream s) {
+  return g_emulated.load()->reduce_async(dt, op, dst, a, b, count, div, s);
+}
+
+/// Makes `ops` the device and its reduce_async() the collectives' device reducer, for the
+/// lifetime of the object (restoring both after).
+class ScopedEmulatedReduce {
+ public:
+  explicit ScopedEmulatedReduce(EmulatedDeviceOps* ops)
+      : prev_ops_(set_device_ops(ops)), prev_(coll::set_device_reduce(emulated_reduce)) {
+    g_emulated = ops;
+  }
+  ~ScopedEmulatedReduce() {
+    coll::set_device_reduce(prev_);
+    set_device_ops(prev_ops_);
+    g_emulated = nullptr;
+  }
+
+ private:
+  DeviceOps* prev_ops_;
+  coll::DeviceReduceFn prev_;
 };
 
 /// Installs a table for the lifetime of the object, restoring the previous one after.

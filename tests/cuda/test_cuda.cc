@@ -1,6 +1,7 @@
 // Suite 'cuda' on a GPU: the CUDA reduction kernels against the CPU kernels element by element
-// (identical bytes), TCP send/recv of real device buffers (staged, bit-exact), and allreduce of
-// device buffers over TCP on 2-4 ranks against a float64 reference, identical on every rank.
+// (identical bytes), TCP send/recv of real device buffers (staged, bit-exact), allreduce of
+// device buffers over TCP on 2-4 ranks against a float64 reference, identical on every rank,
+// and the emulated-device cases of every collective and the PS (device_*_cases.h).
 // Without a usable GPU every test skips with CUDA's own reason (the binary still exits 0).
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include "coll_device.h"
 #include "coll_harness.h"
 #include "cuda_compare.h"
+#include "device_coll_cases.h"
+#include "device_ps_cases.h"
 #include "gw_device.h"
 #include "staging_cases.h"
 
@@ -174,14 +177,34 @@ TEST_P(DeviceAllreduce, MatchesFloat64ReferenceOnEveryRank) {
     EXPECT_EQ(results[static_cast<size_t>(r)], results[0]) << "rank " << r << " differs from 0";
 }
 
-TEST(DeviceCollectives, OthersSayNotSupported) {
+// The cases CI runs on the emulated device (test_device_coll.cc), on the GPU: every
+// collective and send/recv of device buffers on 2 and 3 ranks, every path (host-staged,
+// recursive doubling, the device ring), element by element on every rank; a rank with host
+// buffers among device ones failing every rank at once; PS push/pull of device buffers.
+class DeviceColl : public ::testing::TestWithParam<int> {};
+
+TEST_P(DeviceColl, Allreduce) {
   GW_REQUIRE_GPU();
-  coll_test::run_ranks(2, coll_test::small_chunks(), [&](int, auto& rk) {
-    DevMem a(ops(), 4096), b(ops(), 8192);
-    Status st = rk->comm->allgather(a.get(), b.get(), 1024, DataType::kFloat32);
-    EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
-    EXPECT_TRUE(rk->comm->status().ok()) << "a refused call does not break the communicator";
-  });
+  device_allreduce_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, FusedBucket) {
+  GW_REQUIRE_GPU();
+  device_bucket_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, ReduceScatterAllgatherBroadcastP2p) {
+  GW_REQUIRE_GPU();
+  device_other_cases(ops(), GetParam());
+}
+TEST_P(DeviceColl, HostAmongDeviceFailsEveryRank) {
+  GW_REQUIRE_GPU();
+  device_mismatch_cases(ops(), GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceColl, ::testing::Values(2, 3),
+                         [](const auto& i) { return std::to_string(i.param) + "ranks"; });
+
+TEST(DevicePs, PushPullBsp) {
+  GW_REQUIRE_GPU();
+  device_ps_case(ops());
 }
 
 std::vector<AllreduceCase> allreduce_cases() {
