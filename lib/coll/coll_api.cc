@@ -34,11 +34,26 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
   return Status();
 }
 
+// In place is NCCL's layout (`in_place`); any other overlap of send and recv would read bytes
+// the call has already written, on this rank or a peer.
+Status check_overlap(const char* what, const void* send, size_t sbytes, const void* recv,
+                     size_t rbytes, bool in_place, const char* layout) {
+  const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (sbytes == 0 || rbytes == 0 || s + sbytes <= r || r + rbytes <= s || in_place)
+    return Status();
+  return Status(Code::kInvalidArgument,
+                std::string("coll: ") + what + ": send and recv overlap, and not in place (" +
+                    layout + "); use separate buffers or that layout");
+}
+
 }  // namespace
 
 Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
                                                  DataType dt, ReduceOp op,
                                                  const CallOptions& call) {
+  const size_t bytes = count * dtype_size(dt);
+  GW_RETURN_IF_ERROR(check_overlap("allreduce", send, bytes, recv, bytes, send == recv,
+                                   "in place is send == recv"));
   if (coll::is_device_buffer(recv))  // GPU memory: lib/coll/coll_device_api.cc
     return coll::device_allreduce_async(*impl_, send, recv, count, dt, op, call);
   bool device = false;
@@ -89,6 +104,11 @@ Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* re
                                                       const CallOptions& call) {
   bool device = false;
   GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv, &device));
+  const size_t block = recv_count * dtype_size(dt), nr = static_cast<size_t>(impl_->n);
+  GW_RETURN_IF_ERROR(check_overlap(
+      "reduce_scatter", send, block * nr, recv, block,
+      recv == static_cast<const uint8_t*>(send) + static_cast<size_t>(impl_->rank) * block,
+      "in place is recv == send + rank * recv_count"));
   if (device)  // the device reduction kernels: lib/coll/coll_device_api.cc
     return coll::device_reduce_scatter_async(*impl_, send, recv, recv_count, dt, op, call);
   const size_t total = recv_count * static_cast<size_t>(impl_->n);
@@ -113,6 +133,11 @@ Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, s
                                                  DataType dt, const CallOptions& call) {
   bool device = false;
   GW_RETURN_IF_ERROR(check_buffers("allgather", send_count, dt, send, recv, &device));
+  const size_t block = send_count * dtype_size(dt);
+  GW_RETURN_IF_ERROR(check_overlap(
+      "allgather", send, block, recv, block * static_cast<size_t>(impl_->n),
+      send == static_cast<const uint8_t*>(recv) + static_cast<size_t>(impl_->rank) * block,
+      "in place is send == recv + rank * send_count"));
   const size_t total = send_count * static_cast<size_t>(impl_->n);
   GW_ASSIGN_OR_RETURN(coll::Task * o,
                       impl_->begin(Kind::kAllgather, dt, ReduceOp::kSum, total, call));

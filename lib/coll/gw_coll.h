@@ -16,6 +16,17 @@
 /// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch) the communicator is broken: every
 /// later call returns that first error. Destroy it (before its Group) and build a new Group.
+///
+/// Contract (tests/coll/test_coll_contract.cc):
+/// - In place, as NCCL: allreduce send == recv; reduce-scatter recv == send + rank * recv_count
+///   (the rank's own block); allgather send == recv + rank * send_count. Any other overlap of
+///   send and recv is InvalidArgument on the calling rank, before anything is sent.
+/// - Integer sum and prod wrap modulo 2^bits; kAvg wraps the sum first, then divides once by
+///   the number of ranks, truncating toward zero (int32: 2 x INT32_MAX averages to -1).
+/// - fp16 and bf16: every reduction step adds in float32 and rounds (to nearest even) to the
+///   narrow type, as NCCL does: up to ranks - 1 roundings, and every rank gets the same bits.
+/// - wait() (and test(), progress()) drives every call in flight, not only its own: handles
+///   may be waited on in any order, by each rank in its own order.
 #pragma once
 
 #include <cstddef>

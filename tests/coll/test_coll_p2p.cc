@@ -35,7 +35,9 @@ TEST(CollP2p, SendRecvTagsAnySourceAndCollectivesInterleaved) {
     ASSERT_TRUE(c.allreduce(x.data(), x.data(), x.size(), DataType::kInt64, ReduceOp::kSum).ok());
     EXPECT_EQ(x[9], 6);
     int v = 100 + r, got = -1, src = -1;
-    if (r == 2) ASSERT_TRUE(c.wait(*c.send_async(&v, 4, 0, 9), t).ok());
+    if (r == 2) {
+      ASSERT_TRUE(c.wait(*c.send_async(&v, 4, 0, 9), t).ok());
+    }
     if (r == 0) {
       auto h = c.recv_async(&got, 4, -1, 9, &src);
       ASSERT_TRUE(h.ok());

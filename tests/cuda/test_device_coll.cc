@@ -73,9 +73,9 @@ TEST(DeviceCollNoReducer, SaysWhy) {
   ScopedDeviceOps scope(&ops);
   auto prev = coll::set_device_reduce(nullptr);
   coll_test::run_ranks(2, device_opts(), [&](int, std::unique_ptr<coll_test::Rank>& rk) {
-    DevMem a(&ops, 8000);
+    DevMem a(&ops, 8000), b(&ops, 4000);
     Status st =
-        rk->comm->reduce_scatter(a.get(), a.get(), 1000, DataType::kFloat32, ReduceOp::kSum);
+        rk->comm->reduce_scatter(a.get(), b.get(), 1000, DataType::kFloat32, ReduceOp::kSum);
     EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
   });
   coll::set_device_reduce(prev);
