@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Build gradwire with ThreadSanitizer (build-tsan) and run the unit, tcp, bootstrap and coll
+# suites under it; any TSan report fails the test it happens in. Suppressions, each with its
+# reason: tests/tsan.supp. Usage: usertools/gw-tsan.sh [meson test args]
+# Ends with "N passed, N failed" (gw-test-summary.py).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=${GW_TSAN_BUILD_DIR:-build-tsan}
+if [ ! -f "$dir/build.ninja" ]; then
+  meson setup "$dir" -Db_sanitize=thread -Db_lundef=false >/dev/null ||
+    { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
+fi
+# Only what the four suites run: the apps and the dpdk/rdma suites' binaries are not needed.
+ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" tests/unit/test_unit tests/conformance/test_conformance \
+  tests/conformance/test_conformance_faults tests/bootstrap/test_bootstrap \
+  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll ||
+  { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
+rm -f "$dir-failed.json"
+# halt_on_error: a report ends the test binary with exitcode 66, so the test fails (meson
+# shows it); second_deadlock_stack: both stacks of a lock-order inversion.
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
+meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
+  --suite unit --suite tcp --suite bootstrap --suite coll "$@"
+python3 usertools/gw-test-summary.py "$dir/meson-logs/testlog.json"
