@@ -15,7 +15,7 @@
 namespace gw::fuzz {
 
 inline std::unique_ptr<Group> join_group(std::shared_ptr<Store> store, int rank) {
-  auto t = Transport::open("tcp:iface=lo,family=inet");
+  auto t = Transport::open("tcp:iface=lo,family=inet,cq_depth=256,max_outstanding=64");
   if (!t.ok()) std::abort();
   auto g = Group::create(std::move(store), std::move(*t), rank, 2, Millis(5000));
   if (!g.ok()) std::abort();

@@ -1,6 +1,7 @@
 // The tcp driver's receive path: hello checks on the listening socket, then frame headers,
-// matching and reassembly of chunks into posted receives (drivers/tcp/tcp_datapath.cc). A
-// fresh transport per input keeps runs independent (parked hellos, sequence numbers).
+// matching and reassembly of chunks into posted receives (drivers/tcp/tcp_datapath.cc). Each
+// input gets a fresh endpoint (its own key) on one long-lived transport; junk hellos (a valid
+// one would stay parked for good) and any-source receives get a transport of their own.
 // Input: mode byte, then for each of (mode & 3) receives a size (u16) and a tag byte, then the
 // bytes a peer sends. Mode bit 7: the bytes are the peer's hello itself; else a valid hello
 // for one stream goes first and the bytes follow on the connected stream.
@@ -14,10 +15,8 @@
 #include "tcp_wire.h"
 
 namespace {
-constexpr uint64_t kKey = 7;
-
 std::unique_ptr<gw::Transport> open_tcp() {
-  auto t = gw::Transport::open("tcp:iface=lo,family=inet,unexpected_bytes=1048576");
+  auto t = gw::Transport::open("tcp:iface=lo,family=inet,unexpected_bytes=1048576,cq_depth=256");
   if (!t.ok()) std::abort();
   return std::move(*t);
 }
@@ -36,16 +35,23 @@ void pump(gw::Transport& t, gw::Endpoint* ep, const std::vector<size_t>& caps, i
     if (!n.ok()) return;
     for (size_t k = 0; k < *n; ++k) {
       // A receive never reports more bytes than its buffer holds.
-      if (c[k].op == gw::Op::kRecv && c[k].code == gw::Code::kOk &&
+      if (c[k].op == gw::Op::kRecv && c[k].code == gw::Code::kOk && c[k].ep == ep &&
           (c[k].wr_id >= caps.size() || c[k].len > caps[c[k].wr_id]))
         std::abort();
     }
-    if (ep && !ep->status().ok() && *n == 0) return;
+    if (ep && !ep->status().ok()) return;  // failed or closed: nothing more will come
   }
 }
+
+std::unique_ptr<gw::Transport> g_data;  // for inputs past the hello
+uint64_t g_key = 0;
 }  // namespace
 
-GW_FUZZ_QUIET_INIT()
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  gw::fuzz::quiet();
+  g_data = open_tcp();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::fuzz::Input in(data, size);
@@ -61,19 +67,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     recvs.push_back({bufs.back().data(), len, tag == 0xff ? gw::kAnyTag : tag,
                      static_cast<uint64_t>(i), nullptr});
   }
-  auto t = open_tcp();
-  int fd = gw::fuzz::dial_loopback(port_of(*t));
-  if (fd < 0) std::abort();
   if (mode & 0x80) {  // junk as the hello: the transport reads it before any connect()
+    auto t = open_tcp();
+    int fd = gw::fuzz::dial_loopback(port_of(*t));
+    if (fd < 0) std::abort();
     gw::fuzz::write_all(fd, in.rest());
     ::shutdown(fd, SHUT_WR);
-    pump(*t, nullptr, caps, 5);
+    pump(*t, nullptr, caps, 3);
     ::close(fd);
     return 0;
   }
-  auto h = gw::drv::tcp::make_hello(kKey, 1, 0);
+  // Any-source receives belong to the transport and would outlive this input's buffers.
+  std::unique_ptr<gw::Transport> own = (mode & 0x40) ? open_tcp() : nullptr;
+  gw::Transport* t = own ? own.get() : g_data.get();
+  int fd = gw::fuzz::dial_loopback(port_of(*t));
+  if (fd < 0) std::abort();
+  const uint64_t key = ++g_key;
+  auto h = gw::drv::tcp::make_hello(key, 1, 0);
   gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(&h), sizeof h});
-  auto ep = t->connect({t->address(), kKey, false, 1, "fuzz peer"}, gw::Deadline(gw::Millis(2000)));
+  auto ep = t->connect({t->address(), key, false, 1, "fuzz peer"}, gw::Deadline(gw::Millis(2000)));
   if (!ep.ok()) std::abort();  // a valid hello must connect
   if (!recvs.empty()) {
     auto posted = (mode & 0x40) ? t->post_recv_any(recvs) : (*ep)->post_recv(recvs);
