@@ -21,10 +21,14 @@ rm -f "$dir-failed.json"
 # halt_on_error: a report ends the test binary with exitcode 66, so the test fails (meson
 # shows it); second_deadlock_stack: both stacks of a lock-order inversion.
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-# Every test of the four suites but install-consumer: it installs the whole build, and this
-# one builds only what the suites run (it runs in the plain and ASan builds).
+# Every test of the four suites but two. install-consumer installs the whole build, and this
+# one builds only what the suites run (it runs in the plain and ASan builds). coll-dpdk runs
+# the coll suite over dpdk's ring bus: Debian's DPDK is not built with TSan, so the locks of
+# its vdev bus and the rings and mempools that hand mbufs between rank threads are invisible
+# to it, and it reports races inside DPDK (rte_pktmbuf_reset after a mempool round trip,
+# librte_bus_vdev's device list when ranks open ports at once). tests/tsan.supp has more.
 tests=$(meson test -C "$dir" --list --no-rebuild --suite unit --suite tcp --suite bootstrap \
-  --suite coll 2>/dev/null | sed 's|.* / ||' | grep -vx install-consumer)
+  --suite coll 2>/dev/null | sed 's|.* / ||' | grep -vx -e install-consumer -e coll-dpdk)
 # shellcheck disable=SC2086
 meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
   $tests "$@"
