@@ -20,7 +20,8 @@ ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-coll-perf
 rm -f "$dir-failed.json"
 # halt_on_error: a report ends the test binary with exitcode 66, so the test fails (meson
 # shows it); second_deadlock_stack: both stacks of a lock-order inversion.
-export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+TSAN_OPTIONS+=" suppressions=$PWD/tests/tsan.supp"
 # Every test of the four suites but two. install-consumer installs the whole build, and this
 # one builds only what the suites run (it runs in the plain and ASan builds). coll-dpdk runs
 # the coll suite over dpdk's ring bus: Debian's DPDK is not built with TSan, so the locks of

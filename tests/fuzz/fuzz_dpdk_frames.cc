@@ -51,6 +51,8 @@ struct Rig {
   uint64_t key = 0;
 };
 Rig* g_rig = nullptr;
+constexpr size_t kMaxFrame = 2048;  // RTE_MBUF_DEFAULT_DATAROOM: one mbuf, no chain
+constexpr size_t kOuter = kEthLen + kIpLen + kUdpLen;
 
 std::unique_ptr<gw::Transport> open_ring() {
   auto t = gw::Transport::open("dpdk:ring=fuzz,max_message_bytes=1048576,unexpected_bytes=1048576");
@@ -71,7 +73,7 @@ void poll_both(int rounds) {
 
 // Frame from b to a around `wire` (a gradwire header and payload), checksums valid.
 std::vector<uint8_t> wrap(std::string_view wire) {
-  std::vector<uint8_t> f(kEthLen + kIpLen + kUdpLen + wire.size());
+  std::vector<uint8_t> f(kOuter + wire.size());
   auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
   eth->dst_addr = g_rig->sa.mac;
   eth->src_addr = g_rig->sb.mac;
@@ -88,7 +90,7 @@ std::vector<uint8_t> wrap(std::string_view wire) {
   udp->src_port = g_rig->sb.port;
   udp->dst_port = g_rig->sa.port;
   udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen - kIpLen));
-  if (!wire.empty()) std::memcpy(f.data() + kEthLen + kIpLen + kUdpLen, wire.data(), wire.size());
+  if (!wire.empty()) std::memcpy(f.data() + kOuter, wire.data(), wire.size());
   udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
   return f;
 }
@@ -96,7 +98,9 @@ std::vector<uint8_t> wrap(std::string_view wire) {
 void inject(const std::vector<uint8_t>& f) {
   rte_mbuf* m = rte_pktmbuf_alloc(g_rig->pool);
   if (!m) std::abort();
-  if (!f.empty()) std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+  char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(f.size()));
+  if (!p) std::abort();  // frames are kept within one mbuf's data room (kMaxFrame)
+  if (!f.empty()) std::memcpy(p, f.data(), f.size());
   if (rte_ring_enqueue(g_rig->rx, m) != 0) rte_pktmbuf_free(m);  // ring full: a lost frame
 }
 }  // namespace
@@ -136,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)ep->post_recv({&rr, 1});
   }
   for (int i = 0; i < 16 && in.size() > 0; ++i) {
-    std::string_view bytes = in.take(in.u16() % 2048);
+    std::string_view bytes = in.take(in.u16() % (kMaxFrame - (flags & 0x10 ? 0 : kOuter)));
     if (flags & 0x10) {
       inject(std::vector<uint8_t>(bytes.begin(), bytes.end()));
       continue;
