@@ -25,7 +25,8 @@ record() {  # name result
   [ -n "$out" ] && printf '{"name": "%s", "result": "%s"}\n' "$1" "$2" >> "$out"
   return 0
 }
-if ! command -v clang++ >/dev/null || ! compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null; then
+fuzzer_rt="/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a"
+if ! command -v clang++ >/dev/null || ! compgen -G "$fuzzer_rt" >/dev/null; then
   echo "gw-fuzz: clang and libclang_rt.fuzzer are needed (usertools/gw-deps.sh installs them)"
   record fuzz-build FAIL
   exit 1
@@ -57,7 +58,8 @@ for t in $targets; do
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$')
-  if [ $rc -eq 0 ] && ! grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$log"; then
+  reports='ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:'
+  if [ $rc -eq 0 ] && ! grep -qE "$reports" "$log"; then
     res=OK
   else
     res=FAIL
