@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config gcc g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
       libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2 libibverbs-dev rdma-core
       python3-torch libtorch-dev pybind11-dev python3-pytest  # the PyTorch backend
-      linux-perf chromium iperf3 sockperf)  # gw-compare (counters, report test, references)
+      linux-perf chromium iperf3 sockperf  # gw-compare (counters, report test, references)
+      clang libclang-rt-14-dev)  # usertools/gw-fuzz.sh: clang 14 and its libFuzzer runtime
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

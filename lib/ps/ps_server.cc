@@ -91,7 +91,8 @@ std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) 
            consistency_name(s_.o.mode) + ", " + std::to_string(s_.o.servers) + ", " +
            std::to_string(s_.o.staleness) + ", " + std::to_string(s_.min_part);
   }
-  if (len != sizeof h + h.nkeys * sizeof(KeySpec)) {
+  // The count first: nkeys * 16 wraps for a huge count, which could then match len.
+  if (h.nkeys > (len - sizeof h) / sizeof(KeySpec) || len != sizeof h + h.nkeys * sizeof(KeySpec)) {
     return pre + "table of " + std::to_string(len) + " bytes does not hold the " +
            std::to_string(h.nkeys) + " keys it announces";
   }

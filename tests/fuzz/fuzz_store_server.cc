@@ -1,0 +1,35 @@
+// The TCP store server (lib/bootstrap/tcp_store_server.cc) reading requests from a client it
+// cannot trust: the input is written raw to a fresh connection, then the client half-closes
+// and reads whatever the server answers. The server runs in its own thread, as in rank 0.
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "fuzz_util.h"
+#include "gw_store.h"
+
+namespace {
+std::unique_ptr<gw::TcpStoreServer>& server() {
+  static std::unique_ptr<gw::TcpStoreServer> s;
+  return s;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  gw::fuzz::quiet();
+  auto s = gw::TcpStoreServer::start("127.0.0.1", 0);
+  if (!s.ok()) std::abort();
+  server() = std::move(*s);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int fd = gw::fuzz::dial_loopback(server()->port());
+  if (fd < 0) std::abort();  // the server stopped accepting: a failure of the server
+  gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(data), size});
+  ::shutdown(fd, SHUT_WR);
+  // A parked get/wait answers only at its timeout; 20 ms bounds one input's cost.
+  gw::fuzz::drain_until_eof(fd, 20);
+  ::close(fd);
+  return 0;
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of each fuzz target (tests/fuzz/corpus/<target>/): a few valid inputs
+and edge cases, built from the wire formats (drivers/*/..._wire.h, tcp_store_proto.h,
+coll_impl.h, ps_impl.h). Run from the repository root after changing a format."""
+import os
+import shutil
+import struct
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(root, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def u16(v): return struct.pack("<H", v)
+
+
+def addr(driver, version, payload):
+    return driver.encode().ljust(8, b"\0") + bytes([version]) + payload
+
+
+# Address::from_bytes + decode_addr
+put("fuzz_address", "tcp4", addr("tcp", 1, b"\x04\x75\x30\x7f\x00\x00\x01"))
+put("fuzz_address", "tcp6", addr("tcp", 1, b"\x06\x75\x30" + bytes(15) + b"\x01"))
+put("fuzz_address", "dpdk", addr("dpdk", 1, bytes(range(13))))
+put("fuzz_address", "short", b"tcp\0\0\0\0\0")
+put("fuzz_address", "max", addr("rdma", 4, bytes(119)))
+
+# TOML configuration
+os.makedirs(os.path.join(root, "fuzz_config"), exist_ok=True)
+shutil.copy(os.path.join(root, "..", "..", "..", "conf", "gradwire.toml"),
+            os.path.join(root, "fuzz_config", "gradwire.toml"))
+put("fuzz_config", "small", "[tcp]\nstreams = 4\niface = \"lo\"\n[coll]\ncheck_args = false\n")
+put("fuzz_config", "types", "[dpdk]\nrx_drop = 0.01\nmtu = 9000\n[log]\nlevel = \"off\"\n")
+put("fuzz_config", "unknown", "[tcp]\nstreems = 4\n")
+put("fuzz_config", "nested", "[tcp.x]\ny = 1\n")
+
+# specs: section byte, then device arguments (also opened as a spec)
+put("fuzz_spec", "tcp_args", b"\x00streams=2,family=inet")
+put("fuzz_spec", "tcp_spec", b"\x00tcp:iface=lo,streams=2")
+put("fuzz_spec", "dpdk_args", b"\x01ring=x,mtu=9000,rx_drop=0.5")
+put("fuzz_spec", "bad", b"\x02=,,=x,dev")
+put("fuzz_spec", "unknown", b"\x03nosuch:foo=bar")
+
+
+# store protocol: frames of "GWS1" + u32 length + payload
+def frame(payload): return b"GWS1" + struct.pack("<I", len(payload)) + payload
+
+
+def s(b): return struct.pack("<I", len(b)) + b
+
+
+def i64(v): return struct.pack("<q", v)
+
+
+SET, GET, ADD, WAIT, CHECK = 1, 2, 3, 4, 5
+put("fuzz_store_server", "set_get", frame(bytes([SET]) + s(b"k") + s(b"v")) +
+    frame(bytes([GET]) + s(b"k") + i64(0)))
+put("fuzz_store_server", "add", frame(bytes([ADD]) + s(b"ctr") + i64(5)))
+put("fuzz_store_server", "wait_check", frame(bytes([WAIT]) + i64(1) + struct.pack("<I", 2) +
+                                             s(b"a") + s(b"k")) +
+    frame(bytes([CHECK]) + struct.pack("<I", 1) + s(b"k")))
+put("fuzz_store_server", "huge_len", b"GWS1\xff\xff\xff\xff")
+put("fuzz_store_server", "bad_magic", b"XXXX\x01\x00\x00\x00\x01")
+
+# store client: op byte (2 bits per request; bit 7 = set first), then the server's replies
+OK, TIMEOUT, ERROR = 0, 1, 2
+put("fuzz_store_client", "get_ok", b"\x00" + frame(bytes([OK]) + s(b"value")))
+put("fuzz_store_client", "add_ok", b"\x01" + frame(bytes([OK]) + i64(42)))
+put("fuzz_store_client", "add_err", b"\x01" + frame(bytes([ERROR]) + s(b"not a counter")))
+put("fuzz_store_client", "wait_timeout", b"\x02" + frame(bytes([TIMEOUT]) + struct.pack("<I", 1) +
+                                                          s(b"rank/1/addr")))
+put("fuzz_store_client", "check_set", b"\x83" + frame(bytes([OK])) + frame(bytes([OK, 1])))
+
+
+# tcp frames: mode, receives (u16 size, tag), then the peer's bytes
+def tcp_hdr(typ, chunk, tag, msg_len, seq, off):
+    return struct.pack("<IBBHIIQQQQ", 0x31575747, 1, typ, 0, chunk, 0, tag, msg_len, seq, off)
+
+
+put("fuzz_tcp_frames", "one_msg", b"\x01" + u16(100) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
+    b"0123456789")
+put("fuzz_tcp_frames", "two_chunks", b"\x02" + u16(100) + b"\x05" + u16(8) + b"\x06" +
+    tcp_hdr(1, 4, 5, 8, 0, 0) + b"abcd" + tcp_hdr(1, 4, 5, 8, 0, 4) + b"efgh" +
+    tcp_hdr(1, 0, 6, 0, 1, 0))
+put("fuzz_tcp_frames", "unexpected", b"\x00" + tcp_hdr(1, 3, 9, 3, 0, 0) + b"xyz")
+put("fuzz_tcp_frames", "any_source", b"\x41" + u16(64) + b"\xff" + tcp_hdr(1, 2, 77, 2, 0, 0) + b"hi")
+put("fuzz_tcp_frames", "hello", b"\x80" + tcp_hdr(2, 0, 7, 1, 0, 0))
+put("fuzz_tcp_frames", "too_long", b"\x01" + u16(4) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
+    b"0123456789")
+
+
+# dpdk frames: flags, [recv size, tag], frames (u16 length + gradwire header + payload)
+def wire(typ, seg, seq=0, ack=0, sack=0, msg_id=0, wnd=64, tag=0, msg_len=0, off=0):
+    return struct.pack("<IBBHIIIIQIIQQQ", 0x31445747, 3, typ, seg, 0, 0, seq, ack, sack, msg_id,
+                       wnd, tag, msg_len, off)
+
+
+def batch_rec(tag, data): return struct.pack("<QII", tag, len(data), 0) + data
+
+
+def pkt(b): return u16(len(b)) + b
+
+
+put("fuzz_dpdk_frames", "data", b"\x01" + u16(64) + b"\x05" +
+    pkt(wire(1, 10, tag=5, msg_len=10) + b"0123456789"))
+put("fuzz_dpdk_frames", "two_segs", b"\x01" + u16(64) + b"\x05" +
+    pkt(wire(1, 4, seq=1, tag=5, msg_len=8, off=4) + b"efgh") +
+    pkt(wire(1, 4, seq=0, tag=5, msg_len=8) + b"abcd"))
+batch = batch_rec(5, b"abc") + batch_rec(6, b"")
+put("fuzz_dpdk_frames", "batch", b"\x01" + u16(64) + b"\x06" +
+    pkt(wire(6, len(batch), tag=0, msg_len=2) + batch))
+put("fuzz_dpdk_frames", "ack_sack", b"\x00" + pkt(wire(2, 16, ack=3, sack=0b1010) + bytes(16)))
+put("fuzz_dpdk_frames", "fin", b"\x00" + pkt(wire(5, 0)))
+put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 0, tag=99)))
+put("fuzz_dpdk_frames", "raw", b"\x10" + pkt(bytes(60)))
+
+# collectives: call, count, dtype, op, then messages (selector, u16 length, bytes)
+desc = struct.pack("<IBBBBBxxxQiI", 0x67776331, 0, 0, 0, 1, 0, 4, 0, 1)
+put("fuzz_coll_desc", "allreduce_ring", bytes([0, 3, 0, 0]) + b"\x80" + u16(len(desc)) + desc +
+    b"\x00" + u16(8) + bytes(8) + b"\x01" + u16(8) + bytes(8))
+put("fuzz_coll_desc", "bad_desc", bytes([0, 3, 0, 0]) + b"\x80" + u16(8) + bytes(8))
+desc_b = struct.pack("<IBBBBBxxxQiI", 0x67776331, 3, 0, 0, 0, 0, 4, 1, 1)
+put("fuzz_coll_desc", "broadcast", bytes([0x23, 3, 0, 0]) + b"\x80" + u16(len(desc_b)) + desc_b +
+    b"\x00" + u16(16) + bytes(16))
+put("fuzz_coll_desc", "barrier", bytes([4, 0, 0, 0]) + b"\x80" + u16(len(desc)) + desc)
+
+# parameter server: mode, then messages (kind: 0 control, 1 table, 2 push, 3 pull; u16, bytes)
+table = struct.pack("<IB3xiiQQ", 0x47575053, 0, 1, 1, 16384, 2) + struct.pack("<QQQQ", 1, 8, 2, 100)
+bye = struct.pack("<IBBHIIIIQQ", 0x47575053, 4, 0, 0, 0, 0xffffffff, 0, 0, 0, 0) + bytes(216)
+put("fuzz_ps_msgs", "table_bye", b"\x00" + b"\x01" + u16(len(table)) + table +
+    b"\x00" + u16(len(bye)) + bye)
+put("fuzz_ps_msgs", "table_push", b"\x01" + b"\x01" + u16(len(table)) + table +
+    b"\x02" + u16(32) + bytes(32))
+put("fuzz_ps_msgs", "short_table", b"\x00" + b"\x01" + u16(8) + table[:8])
+put("fuzz_ps_msgs", "many_keys", b"\x00" + b"\x01" + u16(len(table)) +
+    table[:24] + struct.pack("<Q", (1 << 60) + 2) + table[32:])
