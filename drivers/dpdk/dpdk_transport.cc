@@ -266,11 +266,13 @@ Status DpdkTransport::init(const Config& cfg) {
                tx.drop, tx.dup, tx.reorder, tx.corrupt);
   }
 
+  AddrPayload mine;
+  std::memcpy(mine.mac, mac_.addr_bytes, 6);
+  mine.ip = opts_.ip;
+  mine.port = opts_.udp_port;
+  mine.ring = port_->is_ring() ? static_cast<uint8_t>(port_->ring_index()) : kNoRing;
   uint8_t payload[kAddrPayload];
-  std::memcpy(payload, mac_.addr_bytes, 6);
-  std::memcpy(payload + 6, &opts_.ip, 4);
-  std::memcpy(payload + 10, &opts_.udp_port, 2);
-  payload[12] = port_->is_ring() ? static_cast<uint8_t>(port_->ring_index()) : kNoRing;
+  encode_addr(mine, payload);
   GW_ASSIGN_OR_RETURN(addr_, Address::make("dpdk", kAddrVersion, {payload, kAddrPayload}));
 
   props_.name = "dpdk";
@@ -349,18 +351,18 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
                                               std::string(p.remote.driver()) +
                                               "' (both sides must use the same transport)");
   }
-  const uint8_t* a = p.remote.payload().data();
+  const AddrPayload a = decode_addr(p.remote.payload().data());
   PeerAddr peer;
-  std::memcpy(peer.mac.addr_bytes, a, 6);
-  std::memcpy(&peer.ip, a + 6, 4);
-  std::memcpy(&peer.port, a + 10, 2);
-  if (a[12] != kNoRing) {
-    if (!port_->is_ring() || a[12] >= txq_.size()) {
+  std::memcpy(peer.mac.addr_bytes, a.mac, 6);
+  peer.ip = a.ip;
+  peer.port = a.port;
+  if (a.ring != kNoRing) {
+    if (!port_->is_ring() || a.ring >= txq_.size()) {
       return Status(Code::kInvalidArgument, "dpdk: " + who +
                                                 " is on a ring bus and this transport is not "
                                                 "(both must set the same dpdk.ring)");
     }
-    peer.txq = a[12];
+    peer.txq = a.ring;
   }
   char ipbuf[INET_ADDRSTRLEN] = "?";
   inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);

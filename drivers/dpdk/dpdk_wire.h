@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace gw::drv::dpdk {
 
@@ -24,6 +25,30 @@ inline constexpr uint8_t kVersion = 3;
 inline constexpr uint8_t kAddrVersion = 1;
 inline constexpr size_t kAddrPayload = 13;
 inline constexpr uint8_t kNoRing = 0xff;
+
+/// A transport's Address payload (kAddrPayload bytes): MAC, IPv4 and UDP port in network
+/// order, its ring-bus slot or kNoRing.
+struct AddrPayload {
+  uint8_t mac[6] = {};
+  uint32_t ip = 0;
+  uint16_t port = 0;
+  uint8_t ring = kNoRing;
+};
+inline void encode_addr(const AddrPayload& a, uint8_t* p) {
+  std::memcpy(p, a.mac, 6);
+  std::memcpy(p + 6, &a.ip, 4);
+  std::memcpy(p + 10, &a.port, 2);
+  p[12] = a.ring;
+}
+/// `p` holds kAddrPayload bytes (the caller checked the size).
+inline AddrPayload decode_addr(const uint8_t* p) {
+  AddrPayload a;
+  std::memcpy(a.mac, p, 6);
+  std::memcpy(&a.ip, p + 6, 4);
+  std::memcpy(&a.port, p + 10, 2);
+  a.ring = p[12];
+  return a;
+}
 /// Selective-ack words an ack may carry after its header (with the header's: 4096 packets).
 inline constexpr uint32_t kMaxSackWords = 63;
 

@@ -34,12 +34,12 @@ struct Side {
 };
 
 Side side_of(const gw::Transport& t) {
-  const uint8_t* a = t.address().payload().data();
+  const auto a = gw::drv::dpdk::decode_addr(t.address().payload().data());
   Side s{};
-  std::memcpy(s.mac.addr_bytes, a, 6);
-  std::memcpy(&s.ip, a + 6, 4);
-  std::memcpy(&s.port, a + 10, 2);
-  s.ring = a[12];
+  std::memcpy(s.mac.addr_bytes, a.mac, 6);
+  s.ip = a.ip;
+  s.port = a.port;
+  s.ring = a.ring;
   return s;
 }
 
