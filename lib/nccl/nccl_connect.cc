@@ -175,6 +175,7 @@ Status get_link(Device* d, const Address& peer, const std::string& who, Nanos le
   auto link = std::make_shared<Link>();
   link->ep = std::move(*ep);
   d->links.emplace(key, link);
+  d->holding.reserve(d->links.size());  // post_held's list never allocates on the data path
   *out = std::move(link);
   return Status();
 }

@@ -161,19 +161,21 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
   }
   Request* q = take_slot(c);
   if (!q) return ncclSuccess;  // NCCL calls again
-  SendRequest r{data, size, c->tag_hi | static_cast<uint32_t>(tag), wr_id(q, 0),
-                mr ? &mr->region : nullptr};
-  auto got = c->link->ep->post_send({&r, 1});
-  if (got.ok() && *got == 0) {  // send queue full: make room once, else NCCL calls again
-    c->dev->progress();
-    got = c->link->ep->post_send({&r, 1});
-  }
-  if (!got.ok() || *got == 0) {
+  Link* l = c->link.get();
+  if (l->nheld == kHeld) c->dev->progress();  // make room once, else NCCL calls again
+  if (l->nheld == kHeld) {
     release(q);
-    return got.ok() ? ncclSuccess : comm_error(c, got.status());
+    return ncclSuccess;
+  }
+  l->held[l->nheld++] = SendRequest{data, size, c->tag_hi | static_cast<uint32_t>(tag),
+                                    wr_id(q, 0), mr ? &mr->region : nullptr};
+  if (!l->listed) {
+    l->listed = true;
+    c->dev->holding.push_back(l);  // no allocation: capacity is one per link
   }
   q->send = true;
-  q->n = q->posted = q->left = 1;
+  q->n = q->left = 1;
+  q->posted = 0;  // until post_held() hands it over
   *request = q;
   return ncclSuccess;
 }
@@ -241,12 +243,14 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
   *done = 0;
   std::lock_guard lk(d->mu);
   if (q->left > 0) {
-    if (Status s = post_rest(q); !s.ok()) return comm_error(c, s);
+    if (!q->send)
+      if (Status s = post_rest(q); !s.ok()) return comm_error(c, s);
     d->progress();
   }
   if (q->left > 0) {
     Status h = health(c);
     if (h.ok()) return ncclSuccess;
+    if (q->send && q->posted == 0) unhold(q);
     // Failed: parts still held by the transport will complete (with errors) later; the slot
     // is freed by progress() then, not reused now.
     q->left = static_cast<uint8_t>(q->left - (q->n - q->posted));
@@ -279,6 +283,49 @@ ncclResult_t test(void* request, int* done, int* sizes) noexcept {
   }
   Status s = health(c);
   return comm_error(c, s.ok() ? Status(code, "request failed") : s);
+}
+
+void Device::post_held() {
+  size_t keep = 0;
+  for (Link* l : holding) {
+    while (l->nheld > 0) {
+      auto got = l->ep->post_send({l->held.data(), l->nheld});
+      size_t n = got.ok() ? *got : 0;
+      for (size_t i = 0; i < n; ++i) request_of(l->held[i].wr_id)->posted = 1;
+      if (!got.ok()) {
+        // A failed endpoint fails every held send; otherwise the transport refused the first.
+        const bool down = !l->ep->status().ok();
+        if (!down) fail(got.status().with_context("isend"));
+        n = down ? l->nheld : 1;
+        for (size_t i = 0; i < n; ++i) {
+          Request* q = request_of(l->held[i].wr_id);
+          q->code = got.status().code();
+          q->posted = 1;
+          q->left = 0;
+          if (q->comm->closed) release(q);  // nobody will test() it any more
+        }
+      }
+      std::move(l->held.begin() + n, l->held.begin() + l->nheld, l->held.begin());
+      l->nheld -= static_cast<uint32_t>(n);
+      if (got.ok() && n == 0) break;  // send queue full: the next progress() tries again
+    }
+    if (l->nheld > 0)
+      holding[keep++] = l;
+    else
+      l->listed = false;
+  }
+  holding.resize(keep);
+}
+
+void unhold(Request* q) {
+  Link* l = q->comm->link.get();
+  const uint64_t id = wr_id(q, 0);
+  for (uint32_t i = 0; i < l->nheld; ++i) {
+    if (l->held[i].wr_id != id) continue;
+    std::move(l->held.begin() + i + 1, l->held.begin() + l->nheld, l->held.begin() + i);
+    --l->nheld;
+    return;
+  }
 }
 
 void retire(Comm* c) {

@@ -24,6 +24,7 @@ namespace gw::nccl {
 
 inline constexpr int kMaxRecvs = 8;  ///< grouped receives per irecv (maxRecvs)
 inline constexpr int kBurst = 64;    ///< completions taken per CQ poll
+inline constexpr int kHeld = 64;     ///< sends a Link holds for its next post_send burst
 
 /// Logs through NCCL's callback (set by init); printf-style, as NCCL's own INFO/WARN.
 void logf(ncclDebugLogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -63,11 +64,21 @@ struct alignas(16) Request {
   RecvRequest parts[kMaxRecvs];  ///< kept for parts not yet posted
 };
 
+inline Request* request_of(uint64_t wr_id) {
+  return reinterpret_cast<Request*>(wr_id & ~uint64_t{15});
+}
+
 /// The one Endpoint between this process's transport and one peer's. Every comm between the
 /// two processes rides on it (NCCL's comms are one-directional; separate endpoints would double
 /// the connections each busy poll visits), told apart by the comm id in the upper tag bits.
 struct Link {
   std::unique_ptr<Endpoint> ep;
+  /// isend holds its send here and the next progress() posts the Link's held sends as one
+  /// burst: NCCL posts one send at a time, and one post_send per send cost tcp a sendmsg per
+  /// 64 KiB message (0.62x gw-perf's bandwidth, which posts bursts).
+  std::array<SendRequest, kHeld> held;
+  uint32_t nheld = 0;
+  bool listed = false;  ///< in Device::holding
 };
 
 /// A send or receive comm: a Link, its comm id, its request pool.
@@ -95,9 +106,13 @@ struct Device {
   std::map<std::string, std::shared_ptr<Link>> links;  ///< by the peer's Address bytes
   Status error;                                        ///< sticky: the transport itself failed
   std::array<Completion, kBurst> burst;
+  std::vector<Link*> holding;  ///< links with held sends; capacity reserved per link made
 
-  /// Poll the CQ once and route completions to their requests. Caller holds mu.
+  /// Post the held sends, poll the CQ once and route completions to their requests. Caller
+  /// holds mu.
   void progress();
+  /// Hand the held sends to the transport (as many as it takes). Caller holds mu.
+  void post_held();
 };
 
 /// Properties common to every ABI version, filled from the transport.
@@ -135,5 +150,7 @@ ncclResult_t iflush(void* recv_comm, int n, void** request) noexcept;
 ncclResult_t test(void* request, int* done, int* sizes) noexcept;
 /// Called by close_comm with dev->mu held: frees the comm now or parks it as a zombie.
 void retire(Comm* c);
+/// Take a send the transport has not yet taken back from its Link (the request failed).
+void unhold(Request* q);
 
 }  // namespace gw::nccl

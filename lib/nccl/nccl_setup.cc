@@ -155,6 +155,7 @@ ncclResult_t properties(int dev, Props* out) noexcept {
 }
 
 void Device::progress() {
+  if (!holding.empty()) post_held();
   auto got = t->cq().poll(burst);
   if (!got.ok()) {
     if (error.ok()) error = got.status();
@@ -163,7 +164,7 @@ void Device::progress() {
   for (size_t i = 0; i < *got; ++i) {
     const Completion& c = burst[i];
     if (c.op == Op::kEndpointError || c.wr_id == 0) continue;  // ep->status() tells
-    auto* q = reinterpret_cast<Request*>(c.wr_id & ~uint64_t{15});
+    auto* q = request_of(c.wr_id);
     unsigned part = static_cast<unsigned>(c.wr_id & 15);
     q->sizes[part] = c.len;
     if (c.code != Code::kOk && q->code == Code::kOk) q->code = c.code;
