@@ -4,6 +4,8 @@
 # rounds alternating plugin and gw-perf. Both busy-poll (NCCL's proxy thread spins), both keep
 # 32 requests in flight for bandwidth (NCCL_NET_MAX_REQUESTS). Prints Markdown on stdout.
 #   usertools/bench-nccl.sh [ROUNDS] [TRANSPORT]    GW_BUILD_DIR (default build) must be built.
+# GW_NCCL_OLD_PLUGIN=FILE adds an older build of the plugin to every round (an A/B of the plugin
+# alone: FILE is copied beside the new one, so it loads the same libgradwire).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 b=${GW_BUILD_DIR:-build}
@@ -14,6 +16,12 @@ ninja -C "$b" lib/nccl/libnccl-net-gradwire.so tests/nccl/gw-nccl-harness apps/g
 export GW_LOG_LEVEL=error
 h=$b/tests/nccl/gw-nccl-harness plugin=$b/lib/nccl/libnccl-net-gradwire.so
 perf=$b/apps/gw-perf/gw-perf
+old=
+if [ -n "${GW_NCCL_OLD_PLUGIN:-}" ]; then
+  old=$b/lib/nccl/old-libnccl-net-gradwire.so
+  cp "$GW_NCCL_OLD_PLUGIN" "$old"
+  trap 'rm -f "$old"' EXIT
+fi
 echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $t"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -22,6 +30,11 @@ for r in $(seq "$rounds"); do
   echo "# plugin (ncclNetPlugin_v12): $h PLUGIN 12 lat|bw 2 $t"
   "$h" "$plugin" 12 lat 2 "$t" | grep -v '^PASS'
   "$h" "$plugin" 12 bw 2 "$t" | grep -v '^PASS'
+  if [ -n "$old" ]; then
+    echo "# old plugin ($GW_NCCL_OLD_PLUGIN): $h OLD 12 lat|bw 2 $t"
+    "$h" "$old" 12 lat 2 "$t" | grep -v '^PASS'
+    "$h" "$old" 12 bw 2 "$t" | grep -v '^PASS'
+  fi
   echo "# gw-perf --ranks 2 -t $t --busy"
   for s in 8 64 512 4096; do
     "$perf" --ranks 2 -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "

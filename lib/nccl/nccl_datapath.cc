@@ -162,13 +162,32 @@ ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhan
   Request* q = take_slot(c);
   if (!q) return ncclSuccess;  // NCCL calls again
   Link* l = c->link.get();
+  SendRequest r{data, size, c->tag_hi | static_cast<uint32_t>(tag), wr_id(q, 0),
+                mr ? &mr->region : nullptr};
+  if (size >= kHoldMax) {
+    // Large sends go at once (after those held, to keep their order): batching gains nothing
+    // on them and measured slower (tcp, 1 MiB: 0.78x against 1.9x of gw-perf posted at once).
+    if (l->nheld > 0) c->dev->post_held();
+    if (l->nheld == 0) {
+      auto got = l->ep->post_send({&r, 1});
+      if (!got.ok()) {
+        release(q);
+        return comm_error(c, got.status());
+      }
+      if (*got == 1) {
+        q->send = true;
+        q->n = q->left = q->posted = 1;
+        *request = q;
+        return ncclSuccess;
+      }
+    }
+  }
   if (l->nheld == kHeld) c->dev->progress();  // make room once, else NCCL calls again
   if (l->nheld == kHeld) {
     release(q);
     return ncclSuccess;
   }
-  l->held[l->nheld++] = SendRequest{data, size, c->tag_hi | static_cast<uint32_t>(tag),
-                                    wr_id(q, 0), mr ? &mr->region : nullptr};
+  l->held[l->nheld++] = r;
   if (!l->listed) {
     l->listed = true;
     c->dev->holding.push_back(l);  // no allocation: capacity is one per link

@@ -25,6 +25,9 @@ namespace gw::nccl {
 inline constexpr int kMaxRecvs = 8;  ///< grouped receives per irecv (maxRecvs)
 inline constexpr int kBurst = 64;    ///< completions taken per CQ poll
 inline constexpr int kHeld = 64;     ///< sends a Link holds for its next post_send burst
+/// Sends this big are posted at once, not held (between the sizes measured: holding won at
+/// 64 and 256 KiB, lost at 1 MiB).
+inline constexpr size_t kHoldMax = 512 << 10;
 
 /// Logs through NCCL's callback (set by init); printf-style, as NCCL's own INFO/WARN.
 void logf(ncclDebugLogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

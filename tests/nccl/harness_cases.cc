@@ -30,10 +30,21 @@ constexpr int kNumMsgs = sizeof kMsgs / sizeof kMsgs[0];
 const int kGroups[] = {1, 2, 3, 4, 8, 6};  // sums to kNumMsgs; 8 = maxRecvs
 constexpr int kSameTag = 8;                // then this many messages with one tag: order
 
+/// Same-tag sizes mix sends the plugin holds for a burst and sends it posts at once
+/// (>= 512 KiB): their order must survive both paths.
+size_t same_size(int j) { return j % 3 == 1 ? (640 << 10) : 64; }
+
+/// Offset of same-tag message j from the start of the same-tag area.
+size_t same_off(int j) {
+  size_t o = 0;
+  for (int i = 0; i < j; ++i) o += same_size(i) + kGuard;
+  return o;
+}
+
 size_t total_bytes() {
   size_t t = 0;
   for (const Msg& m : kMsgs) t += m.size + kGuard;
-  return t + kSameTag * (64 + kGuard);
+  return t + same_off(kSameTag);
 }
 
 struct Buffers {
@@ -95,8 +106,8 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
       recvs.push_back({post_recv(net, m.recv[p], g, data, sizes, tags, mhs), p, k - g, g});
     }
     for (int j = 0; j < kSameTag; ++j) {
-      void* data = b.rx.data() + off + j * (64 + kGuard);
-      size_t size = 64;
+      void* data = b.rx.data() + off + same_off(j);
+      size_t size = same_size(j);
       int tag = 100;
       recvs.push_back(
           {post_recv(net, m.recv[p], 1, &data, &size, &tag, &b.rx_mh), p, kNumMsgs + j, 1});
@@ -113,9 +124,9 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
       for (size_t i = 0; i < kMsgs[k].size; ++i) b.tx[off + i] = pattern(seed, i);
     }
     for (int j = 0; j < kSameTag; ++j) {
-      offs[kNumMsgs + j] = off + j * (64 + kGuard);
+      offs[kNumMsgs + j] = off + same_off(j);
       uint32_t seed = seed_of(me, p, 100 + j, round);
-      for (size_t i = 0; i < 64; ++i) b.tx[offs[kNumMsgs + j] + i] = pattern(seed, i);
+      for (size_t i = 0; i < same_size(j); ++i) b.tx[offs[kNumMsgs + j] + i] = pattern(seed, i);
     }
     int k = 0;
     for (int g : kGroups) {
@@ -129,7 +140,9 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
     }
     for (int j = 0; j < kSameTag; ++j) {
       sends.push_back(
-          {post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], 64, 100, b.tx_mh), p,
+          {post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], same_size(j), 100,
+                     b.tx_mh),
+           p,
            kNumMsgs + j, 1});
     }
   }
@@ -144,13 +157,13 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
     for (int j = 0; j < r.n; ++j) {
       int k = r.first + j;
       bool same = k >= kNumMsgs;
-      size_t want = same ? 64 : kMsgs[k].size;
+      size_t want = same ? same_size(k - kNumMsgs) : kMsgs[k].size;
       int tag = same ? 100 + (k - kNumMsgs) : kMsgs[k].tag;
       CHECK(sizes[j] == static_cast<int>(want), "from %d tag %d: size %d, want %zu", r.peer, tag,
             sizes[j], want);
       size_t off = 0;
       for (int q = 0; q < std::min(k, kNumMsgs); ++q) off += kMsgs[q].size + kGuard;
-      if (same) off += (k - kNumMsgs) * (64 + kGuard);
+      if (same) off += same_off(k - kNumMsgs);
       uint32_t seed = seed_of(r.peer, me, tag, round);
       for (size_t i = 0; i < want; ++i) {
         CHECK(b.rx[off + i] == pattern(seed, i), "from %d tag %d: byte %zu is %u, want %u", r.peer,
