@@ -4,6 +4,7 @@
 # rounds alternating plugin and gw-perf. Both busy-poll (NCCL's proxy thread spins), both keep
 # 32 requests in flight for bandwidth (NCCL_NET_MAX_REQUESTS). Prints Markdown on stdout.
 #   usertools/bench-nccl.sh [ROUNDS] [TRANSPORT]    GW_BUILD_DIR (default build) must be built.
+# GW_NCCL_BENCH_MIB (default 512): MiB moved per bandwidth size, by both tools.
 # GW_NCCL_OLD_PLUGIN=FILE adds an older build of the plugin to every round (an A/B of the plugin
 # alone: FILE is copied beside the new one, so it loads the same libgradwire).
 set -euo pipefail
@@ -17,6 +18,8 @@ export GW_LOG_LEVEL=error
 h=$b/tests/nccl/gw-nccl-harness plugin=$b/lib/nccl/libnccl-net-gradwire.so
 perf=$b/apps/gw-perf/gw-perf
 old=
+mib=${GW_NCCL_BENCH_MIB:-512}
+export GW_NCCL_BENCH_MIB=$mib
 if [ -n "${GW_NCCL_OLD_PLUGIN:-}" ]; then
   old=$b/lib/nccl/old-libnccl-net-gradwire.so
   cp "$GW_NCCL_OLD_PLUGIN" "$old"
@@ -40,7 +43,7 @@ for r in $(seq "$rounds"); do
     "$perf" --ranks 2 -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "
   done
   for s in 65536 262144 1048576 4194304; do
-    n=$(( (512 << 20) / s )); [ "$n" -lt 256 ] && n=256
+    n=$(( (mib << 20) / s )); [ "$n" -lt 256 ] && n=256
     "$perf" --ranks 2 -t "$t" --busy --test bw -s "$s" -n "$n" --tx-depth 32 -r 32 \
       | grep -E "^ +[0-9]+ "
   done

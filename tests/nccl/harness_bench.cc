@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <vector>
 
@@ -107,9 +108,12 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
   if (me == 0) {
     std::printf(" #bytes     #iterations    BW average[MB/sec]   MsgRate[Mpps]\n");
   }
+  const char* env = std::getenv("GW_NCCL_BENCH_MIB");
+  const size_t mib = env && std::atoi(env) > 0 ? static_cast<size_t>(std::atoi(env)) : 512;
   for (size_t size = 64 << 10; size <= kMax; size *= 4) {
-    // ~512 MiB per size (at least 256 messages), after a warm-up of 2 windows.
-    const int iters = static_cast<int>(std::max<size_t>(256, (size_t{512} << 20) / size));
+    // GW_NCCL_BENCH_MIB (default 512) MiB per size, at least 256 messages, after a warm-up
+    // of 2 windows.
+    const int iters = static_cast<int>(std::max<size_t>(256, (mib << 20) / size));
     auto stream = [&](int count) {  // keeps kDepth requests in flight, then drains
       std::deque<void*> q;
       for (int i = 0; i < count || !q.empty();) {
