@@ -1,8 +1,13 @@
 #include "log.h"
 
+#include <poll.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <mutex>
 
@@ -15,6 +20,46 @@ GW_CONFIG_KEYS(log,
                {"log.level", ConfigType::kString, "info",
                 "trace, debug, info, warn, error, critical or off"},
                {"log.file", ConfigType::kString, "", "log file; empty means stderr"});
+
+/// stderr that never blocks its caller: a line is written only while the fd can take it
+/// (poll), else dropped and counted, and the count is written first once it drains. A launcher
+/// that stops reading a rank's stderr then costs log lines, not a hung progress loop.
+class NonBlockingStderr final : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t buf;
+    formatter_->format(msg, buf);
+    if (dropped_ > 0) {
+      char note[128];
+      int n = std::snprintf(note, sizeof note,
+                            "[gradwire: %llu log lines dropped: stderr was not being read]\n",
+                            static_cast<unsigned long long>(dropped_));
+      if (!put(note, static_cast<size_t>(n))) {
+        ++dropped_;
+        return;
+      }
+      dropped_ = 0;
+    }
+    if (!put(buf.data(), buf.size())) ++dropped_;
+  }
+  void flush_() override {}
+
+ private:
+  // Pieces of at most PIPE_BUF bytes: POLLOUT on a pipe promises room for that much.
+  static bool put(const char* p, size_t n) {
+    while (n > 0) {
+      pollfd pf{STDERR_FILENO, POLLOUT, 0};
+      if (::poll(&pf, 1, 0) != 1 || !(pf.revents & POLLOUT)) return false;
+      ssize_t w = ::write(STDERR_FILENO, p, std::min<size_t>(n, PIPE_BUF));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+  uint64_t dropped_ = 0;
+};
 
 struct Sinks {
   spdlog::sink_ptr sink;
@@ -38,7 +83,7 @@ Sinks& sinks() {
                      file.c_str(), e.what());
       }
     }
-    if (!r.sink) r.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    if (!r.sink) r.sink = std::make_shared<NonBlockingStderr>();
     return r;
   }();
   return s;
