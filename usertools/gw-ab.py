@@ -28,6 +28,10 @@ def memif(sock):
 WORKLOADS = [
     ("tcp 64 B busy ping-pong, us", "perf",
      ["-t", LO, "--test", "lat", "-s", "64", "-n", "20000", "--busy"], "t_typical_us", False),
+    ("tcp 16 KiB busy ping-pong, us", "perf",
+     ["-t", LO, "--test", "lat", "-s", "16K", "-n", "10000", "--busy"], "t_typical_us", False),
+    ("tcp 64 KiB busy ping-pong, us", "perf",
+     ["-t", LO, "--test", "lat", "-s", "64K", "-n", "5000", "--busy"], "t_typical_us", False),
     ("tcp 1 MiB bandwidth, MB/s", "perf",
      ["-t", LO, "--test", "bw", "-s", "1M", "-n", "3000"], "bw_avg_MBps", True),
     ("dpdk memif 64 B ping-pong, us", "perf",

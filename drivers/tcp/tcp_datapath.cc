@@ -137,6 +137,10 @@ void TcpEndpoint::read(Stream& s) {
                       "tcp: unexpected hello from " + peer_name_ + " on a connected stream"));
           return;
         }
+        // A chunk that does not fit the stage takes two reads either way; reading its
+        // successor's header alone then saves copying up to kStageSize of payload. A smaller
+        // one is cheaper in one bulk read and a copy (16 KiB ping-pong: 0.78x when read alone).
+        s.big = sizeof(FrameHeader) + s.hdr.chunk_len > kStageSize;
         if (!start_chunk(s)) return;
         continue;
       }
@@ -146,8 +150,9 @@ void TcpEndpoint::read(Stream& s) {
         s.stage_begin = 0;
         s.stage_end = have;
       }
-      size_t got;
-      if (!read_some(s, s.stage.get() + s.stage_end, kStageSize - s.stage_end, &got)) return;
+      size_t got, room = kStageSize - s.stage_end;
+      if (s.big) room = sizeof(FrameHeader) - have;  // have < sizeof(FrameHeader) here
+      if (!read_some(s, s.stage.get() + s.stage_end, room, &got)) return;
       s.stage_end += got;
       continue;
     }

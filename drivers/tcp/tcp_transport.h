@@ -54,6 +54,9 @@ struct Stream : PollItem {
   enum class Rx : uint8_t { kHeader, kPayload, kStalled } rx = Rx::kHeader;
   std::unique_ptr<uint8_t[]> stage;  // small frames are read in bulk through here
   size_t stage_begin = 0, stage_end = 0;
+  // The last chunk was big: read the next header alone, since a bulk read would bring up to
+  // kStageSize of its payload through `stage` (one more copy) instead of straight into place.
+  bool big = false;
   FrameHeader hdr{};
   int msg = -1;                       // InMsg slot of the chunk being read
   uint8_t* dst = nullptr;             // where the payload goes; null = discard
