@@ -171,41 +171,14 @@ bool RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf, uint32_t 
   }
   std::memcpy(&h, buf, sizeof h);
   const size_t payload = wc.byte_len - sizeof h;
-  const char* bad = nullptr;
-  if (h.version != kWireVersion) {
-    bad = "unknown version";
-  } else if (h.type == static_cast<uint8_t>(MsgType::kEager)) {
-    if (h.len != payload || h.len > t_->opts().eager_bytes) bad = "eager length mismatch";
-  } else if (h.type == static_cast<uint8_t>(MsgType::kRts)) {
-    if (payload != 0 || h.len == 0) bad = "bad rendezvous request";
-  } else if (h.type == static_cast<uint8_t>(MsgType::kCts) ||
-             h.type == static_cast<uint8_t>(MsgType::kReject)) {
-    if (payload != 0 || h.id >= sends_.size() || !sends_[h.id].used ||
-        !sends_[h.id].awaiting_cts) {
-      bad = "clear-to-send for a send that is not waiting for one";
-    } else if (h.type == static_cast<uint8_t>(MsgType::kCts) &&
-               (h.len < sends_[h.id].req.len || h.rkey == 0)) {
-      bad = "clear-to-send smaller than the message";
-    } else if (h.type == static_cast<uint8_t>(MsgType::kCts) &&
-               (h.stripes < 1 || h.stripes > lanes_.size() ||
-                h.stripes > sends_[h.id].req.len)) {
-      bad = "clear-to-send with a stripe count this connection cannot carry";
-    }
-  } else if (h.type == static_cast<uint8_t>(MsgType::kWin)) {
-    const SendSlot* s = h.id < sends_.size() && sends_[h.id].used ? &sends_[h.id] : nullptr;
-    if (payload != 0 || !s || !(s->awaiting_cts || s->windowed)) {
-      bad = "window for a send that is not waiting for one";
-    } else if (h.tag != (s->windowed ? s->win_next : 0) || h.len == 0 ||
-               h.len > s->req.len - h.tag || h.rkey == 0 || h.stripes != 1) {
-      bad = "window out of order or beyond the message";
-    }
-  } else if (h.type == static_cast<uint8_t>(MsgType::kAdv)) {
-    if (payload != 0 || h.len == 0 || h.rkey == 0 || h.stripes < 1 ||
-        h.stripes > lanes_.size() || h.stripes > h.len || h.tag == kAnyTag)
-      bad = "malformed receive advertisement";
-  } else {
-    bad = "unknown message type";
+  SendView view;
+  const SendView* send = nullptr;
+  if (h.id < sends_.size()) {
+    const SendSlot& ss = sends_[h.id];
+    view = {ss.used, ss.awaiting_cts, ss.windowed, ss.win_next, ss.req.len};
+    send = &view;
   }
+  const char* bad = check_msg(h, payload, t_->opts().eager_bytes, lanes_.size(), send);
   if (bad) {
     fail(protocol_error(std::string(bad) + " (type " + std::to_string(h.type) + ", length " +
                         std::to_string(h.len) + ", " + std::to_string(wc.byte_len) +

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace gw::drv::rdma {
@@ -72,6 +73,53 @@ struct MsgHdr {
   uint32_t pad2 = 0;
 };
 static_assert(sizeof(MsgHdr) == 48);
+
+/// What check_msg needs to know of the send a CTS, reject or window names.
+struct SendView {
+  bool used = false;
+  bool awaiting_cts = false;
+  bool windowed = false;
+  uint64_t win_next = 0;
+  uint64_t len = 0;
+};
+
+/// Validate a header message of `payload` bytes after its header. `send` is the send slot h.id
+/// names (null when h.id is out of range); `lanes`: queue pairs of the connection.
+/// @return null when valid, else what is wrong (the caller fails the endpoint). Pure: fuzzed by
+/// tests/fuzz/fuzz_rdma_msgs.cc.
+inline const char* check_msg(const MsgHdr& h, size_t payload, uint64_t eager_bytes, size_t lanes,
+                             const SendView* send) {
+  const auto type = static_cast<MsgType>(h.type);
+  if (h.version != kWireVersion) return "unknown version";
+  switch (type) {
+    case MsgType::kEager:
+      return h.len != payload || h.len > eager_bytes ? "eager length mismatch" : nullptr;
+    case MsgType::kRts:
+      return payload != 0 || h.len == 0 ? "bad rendezvous request" : nullptr;
+    case MsgType::kCts:
+    case MsgType::kReject:
+      if (payload != 0 || !send || !send->used || !send->awaiting_cts)
+        return "clear-to-send for a send that is not waiting for one";
+      if (type == MsgType::kReject) return nullptr;
+      if (h.len < send->len || h.rkey == 0) return "clear-to-send smaller than the message";
+      if (h.stripes < 1 || h.stripes > lanes || h.stripes > send->len)
+        return "clear-to-send with a stripe count this connection cannot carry";
+      return nullptr;
+    case MsgType::kWin:
+      if (payload != 0 || !send || !send->used || !(send->awaiting_cts || send->windowed))
+        return "window for a send that is not waiting for one";
+      if (h.tag != (send->windowed ? send->win_next : 0) || h.len == 0 ||
+          h.tag > send->len || h.len > send->len - h.tag || h.rkey == 0 || h.stripes != 1)
+        return "window out of order or beyond the message";
+      return nullptr;
+    case MsgType::kAdv:
+      if (payload != 0 || h.len == 0 || h.rkey == 0 || h.stripes < 1 || h.stripes > lanes ||
+          h.stripes > h.len || h.tag == ~uint64_t{0})
+        return "malformed receive advertisement";
+      return nullptr;
+  }
+  return "unknown message type";
+}
 
 /// Immediate data of a rendezvous RDMA WRITE: the receiver's slot. A message striped over n
 /// queue pairs arrives as n WRITEs with immediate (one per stripe, each on its own queue pair,

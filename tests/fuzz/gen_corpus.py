@@ -139,3 +139,19 @@ put("fuzz_ps_msgs", "table_push", b"\x01" + b"\x01" + u16(len(table)) + table +
 put("fuzz_ps_msgs", "short_table", b"\x00" + b"\x01" + u16(8) + table[:8])
 put("fuzz_ps_msgs", "many_keys", b"\x00" + b"\x01" + u16(len(table)) +
     table[:24] + struct.pack("<Q", (1 << 60) + 2) + table[32:])
+
+
+# rdma header messages (rdma_wire.h check_msg): lanes, eager_bytes, payload, send flags
+# (present|used|awaiting|windowed), win_next, send length, then MsgHdr (48 bytes, version 4).
+def rdma_case(lanes, eager, payload, flags, win_next, slen, typ, stripes, tag, ln, rkey):
+    hdr = struct.pack("<BBHIIIQQQII", typ, 4, stripes, 0, 0, 0, tag, ln, 0x1000, rkey, 0)
+    return (bytes([lanes]) + u16(eager) + u16(payload) + bytes([flags]) +
+            struct.pack("<QQ", win_next, slen) + hdr)
+
+
+put("fuzz_rdma_msgs", "eager", rdma_case(0, 8192, 100, 0, 0, 0, 1, 0, 7, 100, 0))
+put("fuzz_rdma_msgs", "rts", rdma_case(0, 8192, 0, 0, 0, 0, 2, 0, 7, 1 << 20, 0))
+put("fuzz_rdma_msgs", "cts", rdma_case(1, 8192, 0, 7, 0, 1 << 20, 3, 2, 0, 1 << 20, 9))
+put("fuzz_rdma_msgs", "reject", rdma_case(0, 8192, 0, 7, 0, 1 << 20, 4, 0, 0, 0, 0))
+put("fuzz_rdma_msgs", "adv", rdma_case(3, 8192, 0, 0, 0, 0, 5, 4, 7, 1 << 16, 9))
+put("fuzz_rdma_msgs", "window", rdma_case(0, 8192, 0, 15, 4096, 1 << 16, 6, 1, 4096, 4096, 9))
