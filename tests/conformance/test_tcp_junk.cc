@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 
 #include <random>
+#include <thread>
 
 #include "conformance.h"
+#include "gw_auth.h"
 #include "raw_peer.h"
 
 namespace gw::conformance {
@@ -46,14 +48,15 @@ void make_rig(const TransportCase& c, Rig& r) {
   r.lfd = raw_listen(decode(r.t->address()), port);
   ASSERT_GE(r.lfd.get(), 0);
   Deadline dl(kStepTimeout);
+  // An active connect waits for the peer's answer to its authentication: peers in threads.
+  std::thread peer([&] { r.raw = accept_streams(r.lfd.get(), nullptr, kStepTimeout); });
   auto ep = r.t->connect({with_port(r.t->address(), port), 11, true, 1, "raw peer"}, dl);
+  peer.join();
   ASSERT_TRUE(ep.ok()) << ep.status().to_string();
   r.raw_ep = std::move(ep).value();
-  r.raw = accept_streams(r.lfd.get(), *r.t, kStepTimeout);
   ASSERT_FALSE(r.raw.empty());
-  auto tu = r.t->connect({r.u->address(), 12, true, 2, "transport U"}, dl);
+  auto [tu, ut] = connect_pair(*r.t, *r.u, 12, dl);
   ASSERT_TRUE(tu.ok()) << tu.status().to_string();
-  auto ut = r.u->connect({r.t->address(), 12, false, 0, "transport T"}, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
   r.tu = std::move(tu).value();
   r.ut = std::move(ut).value();
@@ -342,9 +345,8 @@ TEST_P(TcpListenerJunk, IsRejectedAndRealPeersStillConnect) {
 
   // A real peer connects while the junk connection is closed or still open.
   Deadline dl(kStepTimeout);
-  auto ut = (*u)->connect({(*t)->address(), 21, true, 0, "transport T"}, dl);
+  auto [tu, ut] = connect_pair(**t, **u, 21, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
-  auto tu = (*t)->connect({(*u)->address(), 21, false, 1, "transport U"}, dl);
   ASSERT_TRUE(tu.ok()) << junk.name << ": " << tu.status().to_string();
   expect_pair_works(**t, **tu, **u, **ut);
 }
@@ -363,9 +365,8 @@ void flood(const TransportCase& tc, const ListenerJunk& junk) {
   ASSERT_TRUE(t.ok() && u.ok());
   WarnCounter warns("tcp");
   Deadline dl(kStepTimeout);
-  auto ut = (*u)->connect({(*t)->address(), 21, true, 0, "transport T"}, dl);
+  auto [tu, ut] = connect_pair(**t, **u, 21, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
-  auto tu = (*t)->connect({(*u)->address(), 21, false, 1, "transport U"}, dl);
   ASSERT_TRUE(tu.ok()) << tu.status().to_string();
   const std::string bytes = junk.bytes().substr(0, 4096);
   const RawAddr at = decode((*t)->address());
@@ -401,6 +402,59 @@ TEST_P(TcpListenerFlood, IsCountedWithOneLogLineAndNoStall) {
 INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(built_cases("tcp")),
                          case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerFlood);
+
+// Authentication (issue 24): a pair whose transports were opened with these keys.
+struct KeyCase {
+  const char* name;
+  const char* t_key;
+  const char* u_key;
+};
+const KeyCase kKeys[] = {{"same_key", "k1", "k1"},
+                         {"no_keys", nullptr, nullptr},
+                         {"wrong_key", "k1", "k2"},
+                         {"missing_key", "k1", nullptr},
+                         {"unexpected_key", nullptr, "k1"}};
+
+Result<std::unique_ptr<Transport>> open_with_key(const TransportCase& tc, const char* key) {
+  key ? ::setenv("GW_AUTH_KEY", key, 1) : ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
+  auto t = open_case(tc);
+  ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
+  return t;
+}
+
+class TcpAuth : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override { skip_unless_available(GetParam()); }
+};
+
+TEST_P(TcpAuth, OnlyTheRightKeyConnectsAndBothSidesSayWhy) {
+  for (const KeyCase& k : kKeys) {
+    SCOPED_TRACE(k.name);
+    auto t = open_with_key(GetParam(), k.t_key), u = open_with_key(GetParam(), k.u_key);
+    ASSERT_TRUE(t.ok() && u.ok());
+    auto [ut, tu] = connect_pair(**u, **t, 31, Deadline(kStepTimeout));  // U dials T
+    const bool right = (!k.t_key && !k.u_key) || (k.t_key && k.u_key && !std::strcmp(k.t_key, k.u_key));
+    if (right) {
+      ASSERT_TRUE(ut.ok() && tu.ok()) << ut.status().to_string() << " / " << tu.status().to_string();
+      expect_pair_works(**t, **tu, **u, **ut);
+      continue;
+    }
+    ASSERT_FALSE(ut.ok()) << "the dialling side connected";
+    ASSERT_FALSE(tu.ok()) << "the accepting side took the peer";
+    for (const Status& st : {ut.status(), tu.status()}) {
+      EXPECT_NE(st.message().find("authentication"), std::string::npos) << st.to_string();
+      EXPECT_NE(st.message().find("GW_AUTH_KEY"), std::string::npos) << st.to_string();
+    }
+    EXPECT_EQ((*t)->stats()["rejected_conns"], 1u);
+    std::array<Completion, 4> out;
+    EXPECT_EQ((*t)->cq().poll(out).value(), 0u) << "something was delivered";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tr, TcpAuth, ::testing::ValuesIn(built_cases("tcp")), case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpAuth);
 
 }  // namespace
 }  // namespace gw::conformance
