@@ -205,58 +205,74 @@ Status read_exact(int fd, uint8_t* buf, size_t n, const std::string& pre, Deadli
 
 }  // namespace
 
+Client::Client(KeyPtr key, std::string_view ctx, const void* hello, size_t n,
+               std::string who)
+    : key_(std::move(key)), who_(std::move(who)) {
+  keyless_hello(hello_);
+  hello_[5] = key_ != nullptr;
+  if (key_) RAND_bytes(hello_ + 8, kNonce);
+  transcript_.assign(reinterpret_cast<const char*>(hello_ + 8), kNonce);
+  transcript_.append(ctx);
+  transcript_.append(static_cast<const char*>(hello), n);
+  failed_ = std::string(ctx) + ": authentication with " + who_ + " failed: ";
+}
+
+Status Client::on_server_hello(const uint8_t* in, uint8_t* proof, bool* send_proof) {
+  *send_proof = false;
+  if (get32(in) != kMagic || in[4] != kVersion)
+    return Status(Code::kProtocolError, failed_ + "it answered with no authentication block "
+                                                  "(a gradwire peer of another version?)");
+  switch (in[6]) {
+    case kTaken:
+      return Status();
+    case kNeedKey:
+      return Status(Code::kUnavailable, failed_ + "wrong or missing key (it requires a key and " +
+                                            (key_ ? "refused this rank's" : "this rank has none") +
+                                            "); " + kFix);
+    case kHaveNoKey:
+      return Status(Code::kUnavailable,
+                    failed_ + "this rank has a key but the peer has none; " + kFix);
+    case kGoOn:
+      break;
+    default:
+      return Status(Code::kProtocolError, failed_ + "unknown authentication verdict");
+  }
+  if (!key_)  // a server asking a keyless client for a proof: not ours
+    return Status(Code::kProtocolError, failed_ + "asked for a proof of a key this rank has not");
+  transcript_.insert(kNonce, reinterpret_cast<const char*>(in + 8), kNonce);
+  uint8_t want[kMac];
+  mac(key_, 's', transcript_, want);
+  mac(key_, 'c', transcript_, proof);
+  // The proof goes out even when the server's did not match: it then logs the refusal too.
+  *send_proof = true;
+  if (CRYPTO_memcmp(want, in + 8 + kNonce, kMac) != 0)
+    return Status(Code::kUnavailable,
+                  failed_ + "wrong or missing key (the peer's proof does not match); " + kFix);
+  return Status();
+}
+
+Status Client::on_verdict(const uint8_t* in) const {
+  if (get32(in) == kOk) return Status();
+  return Status(Code::kUnavailable,
+                failed_ + "wrong or missing key (the peer refused this rank's proof); " + kFix);
+}
+
 Status client_handshake(int fd, const KeyPtr& key, std::string_view ctx, const void* hello,
                         size_t n, const std::string& who, Deadline deadline,
                         const std::function<Status()>& idle) {
   const std::string pre = std::string(ctx) + ": " + who + " ";
-  const std::string failed = std::string(ctx) + ": authentication with " + who + " failed: ";
+  Client c(key, ctx, hello, n, who);
   std::string first(static_cast<const char*>(hello), n);
-  uint8_t ch[kClientHello];
-  keyless_hello(ch);
-  ch[5] = key != nullptr;
-  if (key) RAND_bytes(ch + 8, kNonce);
-  first.append(reinterpret_cast<const char*>(ch), sizeof ch);
+  first.append(reinterpret_cast<const char*>(c.hello()), kClientHello);
   GW_RETURN_IF_ERROR(write_all(fd, first.data(), first.size(), deadline));
-  uint8_t sh[kServerHello];
+  uint8_t sh[kServerHello], proof[kMac], verdict[kVerdict];
   GW_RETURN_IF_ERROR(read_exact(fd, sh, sizeof sh, pre, deadline, idle));
-  if (get32(sh) != kMagic || sh[4] != kVersion)
-    return Status(Code::kProtocolError, pre + "answered the hello with no authentication "
-                                              "block (a gradwire peer of another version?)");
-  switch (sh[6]) {
-    case kTaken:
-      return Status();
-    case kNeedKey:
-      return Status(Code::kUnavailable, failed + "wrong or missing key (it requires a key and " +
-                                            (key ? "refused this rank's" : "this rank has none") +
-                                            "); " + kFix);
-    case kHaveNoKey:
-      return Status(Code::kUnavailable,
-                    failed + "this rank has a key but the peer has none; " + kFix);
-    case kGoOn:
-      break;
-    default:
-      return Status(Code::kProtocolError, pre + "sent an unknown authentication verdict");
-  }
-  if (!key)  // a server asking a keyless client for a proof: not ours
-    return Status(Code::kProtocolError, pre + "asked for a proof of a key this rank has not");
-  std::string transcript(reinterpret_cast<const char*>(ch + 8), kNonce);
-  transcript.append(reinterpret_cast<const char*>(sh + 8), kNonce);
-  transcript.append(ctx);
-  transcript.append(static_cast<const char*>(hello), n);
-  uint8_t want[kMac], proof[kMac];
-  mac(key, 's', transcript, want);
-  mac(key, 'c', transcript, proof);
-  // Send the proof even when the server's did not match: it then logs the refusal too.
-  GW_RETURN_IF_ERROR(write_all(fd, proof, sizeof proof, deadline));
-  if (CRYPTO_memcmp(want, sh + 8 + kNonce, kMac) != 0)
-    return Status(Code::kUnavailable,
-                  failed + "wrong or missing key (the peer's proof does not match); " + kFix);
-  uint8_t verdict[kVerdict];
+  bool send_proof;
+  Status st = c.on_server_hello(sh, proof, &send_proof);
+  if (send_proof) GW_RETURN_IF_ERROR(write_all(fd, proof, sizeof proof, deadline));
+  if (!st.ok() || !send_proof) return st;
   GW_RETURN_IF_ERROR(read_exact(fd, verdict, sizeof verdict, pre, deadline, idle));
-  if (get32(verdict) != kOk)
-    return Status(Code::kUnavailable,
-                  failed + "wrong or missing key (the peer refused this rank's proof); " + kFix);
-  return Status();
+  return c.on_verdict(verdict);
 }
 
 }  // namespace gw::auth

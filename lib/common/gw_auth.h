@@ -67,6 +67,27 @@ class Server {
   const char* why_ = "";
 };
 
+/// The client half, without I/O.
+class Client {
+ public:
+  /// `who` names the server in errors.
+  Client(KeyPtr key, std::string_view ctx, const void* hello, size_t n, std::string who);
+  /// The kClientHello bytes to send after the driver's hello.
+  const uint8_t* hello() const { return hello_; }
+  /// @param in kServerHello bytes. @param proof kMac bytes to send when *send_proof (then the
+  /// verdict follows). @return Unavailable (refused, or the server's proof is wrong: the
+  /// proof still goes out, so the server logs the refusal too) or ProtocolError.
+  Status on_server_hello(const uint8_t* in, uint8_t* proof, bool* send_proof);
+  /// @param in kVerdict bytes. @return Unavailable if the server refused the proof.
+  Status on_verdict(const uint8_t* in) const;
+
+ private:
+  KeyPtr key_;
+  std::string who_, failed_;
+  std::string transcript_;  // nonce_c, (nonce_s,) ctx, hello
+  uint8_t hello_[kClientHello];
+};
+
 /// The client half on a connected socket: sends `hello` followed by the ClientHello and runs
 /// the exchange. While it waits, `idle` (if set) is called every millisecond or so, so that
 /// a rank dialling a peer that dials it back keeps answering (no deadlock).

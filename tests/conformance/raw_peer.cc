@@ -13,8 +13,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <optional>
-#include <thread>
 
 namespace gw::conformance {
 namespace {
@@ -172,15 +170,6 @@ std::vector<RawFd> accept_streams(int lfd, Transport* t, Nanos timeout) {
     ++got;
   }
   return by_index;
-}
-
-std::pair<Result<std::unique_ptr<Endpoint>>, Result<std::unique_ptr<Endpoint>>> connect_pair(
-    Transport& a, Transport& b, uint64_t key, Deadline dl) {
-  std::optional<Result<std::unique_ptr<Endpoint>>> ba;
-  std::thread th([&] { ba.emplace(b.connect({a.address(), key, false, 0, "transport A"}, dl)); });
-  auto ab = a.connect({b.address(), key, true, 1, "transport B"}, dl);
-  th.join();
-  return {std::move(ab), std::move(*ba)};
 }
 
 size_t raw_write(int fd, const std::string& bytes, Transport& t, Nanos timeout) {

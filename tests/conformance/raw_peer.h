@@ -48,10 +48,6 @@ RawFd raw_dial(const RawAddr& to);
 /// authentication as a peer without a key; fds by stream index. `t` (if not null) is polled
 /// meanwhile. Empty on failure (with a gtest failure saying why).
 std::vector<RawFd> accept_streams(int lfd, Transport* t, Nanos timeout);
-/// Connects `a` (dialling) and `b` (accepting, in a thread of its own: an active connect
-/// waits for the peer's answer to its authentication). @return {a's endpoint, b's}.
-std::pair<Result<std::unique_ptr<Endpoint>>, Result<std::unique_ptr<Endpoint>>> connect_pair(
-    Transport& a, Transport& b, uint64_t key, Deadline dl);
 /// Write as much of `bytes` as the socket takes before `timeout`, polling `t` meanwhile.
 /// @return bytes written.
 size_t raw_write(int fd, const std::string& bytes, Transport& t, Nanos timeout);
