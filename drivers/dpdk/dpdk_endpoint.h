@@ -42,13 +42,20 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
 
   // --- set-up (dpdk_transport.cc) ---
   void start_active(uint64_t key, Deadline deadline);
-  void start_passive(uint64_t key, uint32_t remote_conn, uint32_t wnd);
+  /// Answers the parked SYN's authentication; a refusal fails the endpoint.
+  void start_passive(uint64_t key, const ParkedSyn& syn);
+  /// Passive side: progress until the dialler's proof passed; only then is the endpoint
+  /// found by incoming packets, so nothing is delivered before. @return the refusal, Timeout.
+  Status await_proof(Deadline deadline);
+  /// The dialler's proof (kSynProof bytes), from a SYN.
+  void on_proof(const uint8_t* p);
 
   // --- data path (dpdk_datapath.cc, dpdk_recv.cc, dpdk_rx.cc) ---
   void on_data(const WireHdr& h, rte_mbuf* m, uint32_t payload_off);
   /// `ext`: the ack's `ext_words` selective-ack words after the header's.
   void on_ack(const WireHdr& h, const uint64_t* ext = nullptr, uint32_t ext_words = 0);
-  void on_synack(const WireHdr& h);
+  /// `p`: the SYN-ACK's h.seg_len bytes of authentication.
+  void on_synack(const WireHdr& h, const uint8_t* p);
   void on_fin(const WireHdr& h);
   void pump();
   void timers(uint64_t now);
@@ -162,6 +169,16 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   uint64_t key_ = 0;
   bool active_ = false, connected_ = false, need_ack_ = false, stalled_ = false;
   uint64_t connect_deadline_ = 0, last_tx_ = 0, next_syn_ = 0, syn_interval_ = 0;
+  // Authentication (set-up only): one half of it, and what SYNs / SYN-ACKs carry.
+  std::unique_ptr<auth::Client> auth_cli_;
+  std::unique_ptr<auth::Server> auth_srv_;
+  uint8_t auth_out_[kSynAckHello] = {};
+  uint16_t auth_len_ = 0;
+  uint32_t synack_wnd_ = 0;
+  bool proof_sent_ = false, authed_ = false;
+  Status auth_error_;  // passive: why the dialler was refused
+  void set_auth_out(const uint8_t* p, size_t n);
+  void connected(uint32_t wnd);
   // Send side.
   Ring<SendSlot> sends_;
   size_t seg_idx_ = 0;  // index in sends_ of the send being cut into packets

@@ -101,6 +101,8 @@ bool batch_ok(const rte_mbuf* m, const WireHdr& h, uint64_t max_msg) {
 }
 }  // namespace
 
+constexpr auto kPayOff = static_cast<uint32_t>(kHdrsLen);
+
 // Checks one frame and hands it to its endpoint; frees it unless the endpoint keeps it.
 void DpdkTransport::handle_frame(rte_mbuf* m) {
   ++counters_.pkts_received;
@@ -137,7 +139,8 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   if (h.type == static_cast<uint8_t>(PktType::kBatch) && !batch_ok(m, h, opts_.max_message))
     return drop(counters_.bad_header);
   if (h.type == static_cast<uint8_t>(PktType::kSyn)) {
-    handle_syn(h, f);
+    uint8_t buf[kSynHello];  // the SYN's authentication (its length checked by check_wire)
+    handle_syn(h, f, static_cast<const uint8_t*>(rte_pktmbuf_read(m, kPayOff, h.seg_len, buf)));
     return rte_pktmbuf_free(m);
   }
   DpdkEndpoint* ep = lookup(h.dst_conn);
@@ -159,9 +162,11 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
       ep->on_ack(h, ext, n);
       break;
     }
-    case PktType::kSynAck:
-      ep->on_synack(h);
+    case PktType::kSynAck: {
+      uint8_t buf[kSynAckHello];
+      ep->on_synack(h, static_cast<const uint8_t*>(rte_pktmbuf_read(m, kPayOff, h.seg_len, buf)));
       break;
+    }
     case PktType::kFin:
       ep->on_fin(h);
       break;
@@ -171,7 +176,7 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   rte_pktmbuf_free(m);
 }
 
-void DpdkTransport::handle_syn(const WireHdr& h, const uint8_t* f) {
+void DpdkTransport::handle_syn(const WireHdr& h, const uint8_t* f, const uint8_t* pay) {
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
   const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f + kEthLen + kIpLen);
   // A repeated SYN of a connection already accepted: its SYN-ACK was lost, send it again.
@@ -179,16 +184,22 @@ void DpdkTransport::handle_syn(const WireHdr& h, const uint8_t* f) {
     if (!ep->active() && ep->key() == h.tag && ep->remote_conn() == h.src_conn &&
         ep->peer().ip == ip->src_addr && ep->peer().port == udp->src_port) {
       ep->last_rx_ = now_;
-      ep->send_control(PktType::kSynAck);
+      if (h.seg_len == kSynProof)
+        ep->on_proof(pay);
+      else
+        ep->send_control(PktType::kSynAck);
       return;
     }
   }
-  if (parked_.size() >= 4096 && !parked_.count(h.tag)) {
-    ++counters_.syn_dropped;
+  if (h.seg_len != kSynHello || (parked_.size() >= 4096 && !parked_.count(h.tag))) {
+    ++counters_.syn_dropped;  // a proof for no connection, or too many waiting
     return;
   }
   ++counters_.syn_parked;
-  parked_[h.tag] = ParkedSyn{h.src_conn, h.wnd};
+  ParkedSyn& syn = parked_[h.tag];
+  syn.src_conn = h.src_conn;
+  syn.wnd = h.wnd;
+  std::memcpy(syn.hello, pay, kSynHello);
 }
 
 rte_mbuf* DpdkTransport::alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr) {

@@ -210,6 +210,7 @@ Status DpdkTransport::init(const Config& cfg) {
   else
     dev_why_ = std::string(dev.status().message());
 
+  GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   GW_RETURN_IF_ERROR(eal_init(cfg));
   GW_ASSIGN_OR_RETURN(port_, Port::open(po));
   mac_ = port_->mac();
@@ -401,8 +402,8 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
       parked_.erase(it);
       prefault_shared(deadline);
       auto ep = make();
-      ep->start_passive(p.key, syn.src_conn, syn.wnd);
-      flush_tx();
+      ep->start_passive(p.key, syn);
+      GW_RETURN_IF_ERROR(ep->await_proof(deadline));
       return std::unique_ptr<Endpoint>(std::move(ep));
     }
     if (deadline.expired()) {

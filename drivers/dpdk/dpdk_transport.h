@@ -15,6 +15,7 @@
 #include "dpdk_fault.h"
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
+#include "gw_auth.h"
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_slots.h"
@@ -77,6 +78,7 @@ class DpdkCq final : public CompletionQueue {
 struct ParkedSyn {
   uint32_t src_conn = 0;
   uint32_t wnd = 0;
+  uint8_t hello[kSynHello] = {};  ///< the dialler's ClientHello
 };
 
 class DpdkTransport final : public Transport {
@@ -149,7 +151,8 @@ class DpdkTransport final : public Transport {
   Status init(const Config& cfg);
   void rx_burst();
   void handle_frame(rte_mbuf* m);
-  void handle_syn(const WireHdr& h, const uint8_t* frame);
+  /// `pay`: the SYN's h.seg_len bytes of authentication (wire version 4).
+  void handle_syn(const WireHdr& h, const uint8_t* frame, const uint8_t* pay);
   void timers();
   DpdkEndpoint* lookup(uint32_t conn) const;
   /// memif, once per transport: waits (up to 2 s, within `deadline`) for the link and maps the
@@ -157,6 +160,7 @@ class DpdkTransport final : public Transport {
   void prefault_shared(const Deadline& deadline);
 
   Options opts_;
+  auth::KeyPtr key_;  // the job's key (null: none), read once at init
   TransportProperties props_;
   Address addr_;
   std::unique_ptr<Port> port_;  // destroyed last: mbufs everywhere else come from its pools

@@ -7,6 +7,9 @@
 /// Version 2: an ack (kAck) may carry more selective-ack words as its payload, so a receiver
 /// reports every packet it holds in the window, not only the first 64 past the ack.
 /// Version 3: kBatch carries several whole small messages in one packet.
+/// Version 4: SYN and SYN-ACK carry the authentication of gw_auth.h: a SYN the ClientHello,
+/// or once answered the dialler's proof; a SYN-ACK the ServerHello, or once the proof was
+/// checked the verdict. The acceptor delivers nothing before the proof passed.
 ///
 /// Address payload (after the 9-byte Address header): MAC (6), IPv4 (4, network order),
 /// UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus).
@@ -21,7 +24,9 @@ namespace gw::drv::dpdk {
 static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
 
 inline constexpr uint32_t kMagic = 0x31445747;  // "GWD1"
-inline constexpr uint8_t kVersion = 3;
+inline constexpr uint8_t kVersion = 4;
+/// SYN / SYN-ACK payloads (gw_auth.h kClientHello, kMac, kServerHello, kVerdict).
+inline constexpr size_t kSynHello = 40, kSynProof = 32, kSynAckHello = 72, kSynAckVerdict = 4;
 inline constexpr uint8_t kAddrVersion = 1;
 inline constexpr size_t kAddrPayload = 13;
 inline constexpr uint8_t kNoRing = 0xff;
@@ -55,8 +60,8 @@ inline constexpr uint32_t kMaxSackWords = 63;
 enum class PktType : uint8_t {
   kData = 1,    ///< one segment of message msg_id: [offset, offset + seg_len) of msg_len
   kAck = 2,     ///< ack/sack only, payload: more sack words (uint64 each); also the heartbeat
-  kSyn = 3,     ///< tag = connection key, src_conn = dialler's id, wnd = its window
-  kSynAck = 4,  ///< tag = connection key, dst_conn = dialler's id, src_conn = acceptor's id
+  kSyn = 3,     ///< tag = connection key, src_conn = dialler's id, wnd = its window; auth
+  kSynAck = 4,  ///< tag = key, dst_conn = dialler's id, src_conn = acceptor's id; auth
   kFin = 5,     ///< the sender closed the connection
   kBatch = 6,   ///< msg_len whole messages from msg_id on, each a BatchRec and its bytes
 };
@@ -118,7 +123,13 @@ inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg
                  ? nullptr
                  : "ack with a selective-ack payload that is not whole words or too long";
     case PktType::kSyn:
+      return h.seg_len == kSynHello || h.seg_len == kSynProof
+                 ? nullptr
+                 : "SYN without its authentication block (a peer of another version?)";
     case PktType::kSynAck:
+      return h.seg_len == kSynAckHello || h.seg_len == kSynAckVerdict
+                 ? nullptr
+                 : "SYN-ACK without its authentication block";
     case PktType::kFin:
       return h.seg_len == 0 ? nullptr : "control packet with payload";
   }

@@ -32,6 +32,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
         log_->debug("rdma: {} connected (QPN {})", who, ep->qpn());
         return std::unique_ptr<Endpoint>(std::move(ep));
       }
+      GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
       if (deadline.expired()) {
         return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
                                           ") did not connect to " + ctrl_local_.to_string() +
@@ -56,8 +57,12 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   auto fd = dial(SockAddr{}, remote, StreamOptions{}, deadline);
   if (!fd.ok()) return fd.status().with_context("rdma: control connection to " + who);
   Hello mine = ep->local_hello(p.key), theirs;
-  GW_RETURN_IF_ERROR(
-      write_all(fd->get(), &mine, sizeof mine, deadline).with_context("rdma: hello to " + who));
+  Completion none[1];
+  GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "rdma", &mine,
+                                            sizeof mine, who, deadline, [&] {
+                                              service_events();
+                                              return progress({none, 0}).status();
+                                            }));
   GW_RETURN_IF_ERROR(wait_reply(fd->get(), &theirs, who, deadline));
   if (theirs.reject) {
     return Status(Code::kUnavailable, "rdma: " + who + " refused the connection (see its log)");

@@ -138,6 +138,11 @@ Status RdmaTransport::init(const Config& cfg) {
         std::memcpy(&h, b, sizeof h);
         answer(std::move(fd), h);
       }));
+  listener_.key_of([](const uint8_t* b) {
+    Hello h;
+    std::memcpy(&h, b, sizeof h);
+    return h.key;
+  });
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epfd_ || !wake_fd_) return Status(Code::kSystemError, "rdma: epoll/eventfd", errno);

@@ -105,6 +105,11 @@ Status TcpTransport::init(const Config& cfg) {
         const uint64_t key = pk.hello.tag;
         parked_.emplace(key, std::move(pk));
       }));
+  listener_.key_of([](const uint8_t* b) {
+    FrameHeader h;
+    std::memcpy(&h, b, sizeof h);
+    return h.tag;
+  });
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epfd_) return Status(Code::kSystemError, "tcp: epoll_create1", errno);
   epoll_event ev{};
@@ -145,13 +150,16 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
                       decode_addr(p.remote.payload().data(), p.remote.payload().size()));
   std::vector<Fd> fds;
   if (p.active) {
+    // Answer peers that dial us while we wait for this one's authentication.
+    Completion none[1];
+    auto idle = [&] { return progress({none, 0}).status(); };
     for (int i = 0; i < opts_.streams; ++i) {
       auto fd = dial(local_, remote, opts_.sock, deadline);
       if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
       FrameHeader h = make_hello(p.key, static_cast<uint32_t>(opts_.streams),
                                  static_cast<uint32_t>(i));
-      GW_RETURN_IF_ERROR(write_all(fd->get(), &h, sizeof h, deadline)
-                             .with_context("tcp: hello to " + who));
+      GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "tcp", &h, sizeof h,
+                                                who, deadline, idle));
       fds.push_back(std::move(*fd));
     }
   } else {
@@ -163,6 +171,7 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
         fds = std::move(*got);
         break;
       }
+      GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
       if (deadline.expired()) {
         return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
                                           ") did not connect to " + local_.to_string() +

@@ -136,7 +136,8 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   }
   g->num_hosts_ = static_cast<int>(host_ids.size());
 
-  // Active connects never wait for the peer's process, so dialling every higher rank first and
+  // An active connect waits for the peer's answer to its authentication (gw_auth.h), but
+  // answers the peers that dial this rank meanwhile: dialling every higher rank first and
   // then accepting every lower one cannot deadlock.
   auto connect = [&](int p) -> Status {
     ConnectParams params;

@@ -16,6 +16,7 @@
 #include "gw_store.h"
 #include "log.h"
 #include "gw_socket.h"
+#include "gw_auth.h"
 #include "tcp_store_proto.h"
 
 namespace gw {
@@ -82,15 +83,26 @@ Result<Fd> try_connect(const std::string& host, uint16_t port, const Deadline& d
   return Status(Code::kUnavailable, *last_what, *last_err);
 }
 
+// The key's challenge-response (gw_auth.h) on a fresh connection; a refusal is not retried.
+Status authenticate(const Fd& fd, const auth::KeyPtr& key, const std::string& host,
+                    uint16_t port, Deadline deadline) {
+  return auth::client_handshake(fd.get(), key, "store", "", 0, "tcp store " + host_port(host, port),
+                                deadline);
+}
+
 // Connects, retrying with back-off (10 ms doubling to 500 ms) until the deadline.
-Result<Fd> connect_retry(const std::string& host, uint16_t port, Nanos timeout) {
+Result<Fd> connect_retry(const std::string& host, uint16_t port, const auth::KeyPtr& key,
+                         Nanos timeout) {
   Deadline deadline(store::bounded(timeout));
   Nanos backoff = Millis(10);
   int last_err = 0;
   std::string last_what = "no attempt made";
   for (;;) {
     auto s = try_connect(host, port, deadline, &last_err, &last_what);
-    if (s.ok()) return s;
+    if (s.ok()) {
+      GW_RETURN_IF_ERROR(authenticate(*s, key, host, port, deadline));
+      return s;
+    }
     if (deadline.expired()) break;
     std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
     backoff = std::min<Nanos>(backoff * 2, Millis(500));
@@ -106,11 +118,12 @@ Result<Fd> connect_retry(const std::string& host, uint16_t port, Nanos timeout) 
 /// pool (mu_ guards only the pool).
 class Client final : public Store {
  public:
-  Client(std::string host, uint16_t port, Nanos io_timeout, Fd first)
+  Client(std::string host, uint16_t port, Nanos io_timeout, auth::KeyPtr key, Fd first)
       : host_(std::move(host)),
         port_(port),
         name_("tcp store " + host_port(host_, port)),
-        io_timeout_(io_timeout) {
+        io_timeout_(io_timeout),
+        key_(std::move(key)) {
     idle_.push_back(std::move(first));
   }
 
@@ -233,6 +246,7 @@ class Client final : public Store {
                       err);
       }
       fd = std::move(*s);
+      GW_RETURN_IF_ERROR(authenticate(fd, key_, host_, port_, Deadline(io_timeout_)));
     }
     Deadline deadline(store::bounded(wait) + io_timeout_);
     GW_RETURN_IF_ERROR(send_all(op, fd.get(), frame, deadline));
@@ -298,6 +312,7 @@ class Client final : public Store {
   uint16_t port_;
   std::string name_;
   Nanos io_timeout_;
+  auth::KeyPtr key_;
   std::mutex mu_;
   std::vector<Fd> idle_;
 };
@@ -317,10 +332,12 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
     return Status(Code::kInvalidArgument,
                   "store.io_timeout_ms must be > 0, got " + std::to_string(io_ms));
   }
-  GW_ASSIGN_OR_RETURN(Fd fd, connect_retry(host, port, timeout));
+  GW_ASSIGN_OR_RETURN(auth::KeyPtr key, auth::process_key());
+  GW_ASSIGN_OR_RETURN(Fd fd, connect_retry(host, port, key, timeout));
   log::get("gw.store")->debug("connected to tcp store {}", host_port(host, port));
   Nanos io_timeout = store::bounded(Millis(std::min<int64_t>(io_ms, 86'400'000)));
-  return std::shared_ptr<Store>(std::make_shared<Client>(host, port, io_timeout, std::move(fd)));
+  return std::shared_ptr<Store>(std::make_shared<Client>(host, port, io_timeout, std::move(key),
+                                                            std::move(fd)));
 }
 
 }  // namespace gw

@@ -18,6 +18,7 @@
 #include "gw_store.h"
 #include "log.h"
 #include "gw_socket.h"
+#include "gw_auth.h"
 #include "tcp_store_proto.h"
 
 namespace gw {
@@ -54,6 +55,9 @@ struct Client {
   std::string out;  // reply bytes not yet sent, from out_off on
   size_t out_off = 0;
   bool closed = false;
+  // The key's challenge-response runs before any request: null once it passed.
+  std::unique_ptr<auth::Server> auth;
+  bool proof_due = false;  // the ClientHello was answered; the proof comes next
   // A parked GET/WAIT: keys[next..] may still be missing.
   bool waiting = false;
   wire::Op wait_op = wire::Op::kGet;
@@ -64,8 +68,12 @@ struct Client {
 
 class Server final : public TcpStoreServer {
  public:
-  Server(Fd listen, Fd wake, uint16_t port, std::string where)
-      : listen_(std::move(listen)), wake_(std::move(wake)), port_(port), where_(std::move(where)) {
+  Server(Fd listen, Fd wake, uint16_t port, std::string where, auth::KeyPtr key)
+      : listen_(std::move(listen)),
+        wake_(std::move(wake)),
+        port_(port),
+        where_(std::move(where)),
+        key_(std::move(key)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Server() override {
@@ -80,6 +88,8 @@ class Server final : public TcpStoreServer {
   void accept_clients();
   void read_client(Client& c);
   void handle_frames(Client& c);
+  /// Runs the authentication on c's input. @return whether requests may follow now.
+  bool authenticate(Client& c);
   bool handle(Client& c, std::string_view payload);  // false: malformed
   void reply(Client& c, std::string frame);
   void flush(Client& c);
@@ -95,6 +105,7 @@ class Server final : public TcpStoreServer {
   std::string where_;
   std::map<std::string, std::string, std::less<>> data_;
   std::vector<std::unique_ptr<Client>> clients_;
+  auth::KeyPtr key_;
   std::thread thread_;
 };
 
@@ -163,6 +174,7 @@ void Server::accept_clients() {
     auto c = std::make_unique<Client>();
     c->fd = std::move(fd);
     c->peer = peer_text(sa);
+    c->auth = std::make_unique<auth::Server>(key_, "store", nullptr, 0);
     clients_.push_back(std::move(c));
   }
 }
@@ -186,8 +198,34 @@ void Server::read_client(Client& c) {
   }
 }
 
+bool Server::authenticate(Client& c) {
+  const size_t need = c.proof_due ? auth::kMac : auth::kClientHello;
+  const auto* in = reinterpret_cast<const uint8_t*>(c.in.data() + c.in_off);
+  if (!c.proof_due && !auth::plausible_hello(in, c.in.size() - c.in_off)) {
+    drop(c, "no authentication hello (not a gradwire store client, or another version)");
+    return false;
+  }
+  if (c.in.size() - c.in_off < need) return false;
+  c.in_off += need;
+  uint8_t out[auth::kServerHello];
+  auto next = c.proof_due ? c.auth->on_proof(in, out) : c.auth->on_hello(in, out);
+  const size_t n = c.proof_due ? auth::kVerdict : auth::kServerHello;
+  if (next == auth::Server::Next::kRefuse) {
+    // Say why before closing: a few bytes on a fresh socket, sent whole or not at all.
+    (void)::send(c.fd.get(), out, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    drop(c, c.auth->why());
+    return false;
+  }
+  c.proof_due = next == auth::Server::Next::kProof;
+  if (!c.proof_due) c.auth.reset();
+  reply(c, std::string(reinterpret_cast<const char*>(out), n));
+  return !c.auth;
+}
+
 void Server::handle_frames(Client& c) {
-  while (!c.closed && !c.waiting && c.out_off == c.out.size()) {
+  while (!c.closed && c.auth && c.out_off == c.out.size())
+    if (!authenticate(c)) break;
+  while (!c.closed && !c.auth && !c.waiting && c.out_off == c.out.size()) {
     std::string_view in(c.in.data() + c.in_off, c.in.size() - c.in_off);
     if (in.size() < wire::kHeader) break;
     auto magic = wire::get_le(in.data(), 4);
@@ -408,13 +446,14 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const std::string&
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
   uint16_t bound = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
                                                   : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+  GW_ASSIGN_OR_RETURN(auth::KeyPtr key, auth::process_key());
   Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) {
     return Status(Code::kSystemError, "tcp store server: eventfd: " + errno_text(errno), errno);
   }
   where = host_port(host.empty() ? "*" : host, bound);
   return std::unique_ptr<TcpStoreServer>(
-      std::make_unique<Server>(std::move(fd), std::move(wake), bound, where));
+      std::make_unique<Server>(std::move(fd), std::move(wake), bound, where, std::move(key)));
 }
 
 }  // namespace gw

@@ -166,9 +166,10 @@ Status get_link(Device* d, const Address& peer, const std::string& who, Nanos le
   const bool active = me < std::string_view(key);
   ConnectParams p{peer, link_key(me, key), active, 0, who};
   if (!active) d->progress();  // lets the transport take the peer's dial/SYN
-  // Active connects do not wait for the peer's process (tcp dials a listening socket, dpdk
-  // sends its SYN and finishes the handshake in the background within the deadline); passive
-  // ones poll. The cap bounds a tcp dial to a peer whose listener is gone (refused, retried).
+  // Active connects wait only for the peer's transport to answer the authentication (tcp,
+  // rdma: on the peer's next plugin call that makes progress; dpdk sends its SYN and finishes
+  // the handshake in the background within the deadline); passive ones poll. The cap bounds
+  // a tcp dial to a peer whose listener is gone (refused, retried).
   Nanos bound = std::clamp(left, Nanos(1'000'000'000), Nanos(10'000'000'000));
   auto ep = d->t->connect(p, active ? Deadline(bound) : Deadline(Nanos(0)));
   if (!ep.ok()) return ep.status();

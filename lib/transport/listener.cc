@@ -18,6 +18,7 @@ Status HelloListener::open(const char* driver, std::shared_ptr<spdlog::logger> l
   if (hello_bytes == 0 || hello_bytes > kMaxHello)
     return Status(Code::kInvalidArgument, std::string(driver) + ": hello of " +
                                               std::to_string(hello_bytes) + " bytes");
+  GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   hello_bytes_ = hello_bytes;
   hello_timeout_ = Millis(hello_timeout_ms);
   check_ = std::move(check);
@@ -88,24 +89,63 @@ void HelloListener::accept_all() {
 }
 
 void HelloListener::read_hello(Pending* p) {
-  // Read exactly the hello: what follows belongs to the driver.
-  ssize_t r = ::recv(p->fd.get(), p->hello + p->got, hello_bytes_ - p->got, MSG_DONTWAIT);
-  const char* why = nullptr;
-  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-    why = "closed before sending its hello";
-  } else if (r > 0) {
-    p->got += static_cast<size_t>(r);
-    if (p->got < hello_bytes_) return;
-    why = check_(p->hello);
-  } else {
-    return;
+  // Read exactly each stage's bytes: what follows the last belongs to the driver.
+  const char* why = "";
+  while (why && !*why) {
+    const size_t need = p->stage == 0 ? hello_bytes_
+                        : p->stage == 1 ? auth::kClientHello
+                                        : auth::kMac;
+    uint8_t* dst = p->stage == 0 ? p->hello : p->in;
+    ssize_t r = ::recv(p->fd.get(), dst + p->got, need - p->got, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+      why = p->stage == 0 ? "closed before sending its hello"
+                          : "closed during authentication (it refused this rank's key?)";
+    } else if (r > 0) {
+      p->got += static_cast<size_t>(r);
+      if (p->got == need) why = step(p);
+    } else {
+      return;
+    }
   }
   ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, p->fd.get(), nullptr);
   auto it = std::find_if(pending_.begin(), pending_.end(), [p](auto& u) { return u.get() == p; });
   std::unique_ptr<Pending> owned = std::move(*it);
   pending_.erase(it);
+  if (why && owned->stage > 0 && key_of_) {
+    if (auth_refused_.size() >= kMaxPending) auth_refused_.erase(auth_refused_.begin());
+    auth_refused_[key_of_(owned->hello)] = why;
+  }
   if (why) return count(why, owned->from);
   take_(std::move(owned->fd), owned->hello);
+}
+
+const char* HelloListener::step(Pending* p) {
+  p->got = 0;
+  if (p->stage == 0) {
+    if (const char* why = check_(p->hello)) return why;
+    p->auth = std::make_unique<auth::Server>(key_, driver_, p->hello, hello_bytes_);
+    p->stage = 1;
+    return "";
+  }
+  uint8_t out[auth::kServerHello];
+  auth::Server::Next next;
+  size_t n;
+  if (p->stage == 1) {
+    next = p->auth->on_hello(p->in, out);
+    n = auth::kServerHello;
+  } else {
+    next = p->auth->on_proof(p->in, out);
+    n = auth::kVerdict;
+  }
+  // A fresh socket's buffer takes these few bytes whole; a short write is a dead peer (a
+  // refused one may have hung up already: its refusal is the reason that counts).
+  const bool sent =
+      ::send(p->fd.get(), out, n, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(n);
+  if (next == auth::Server::Next::kRefuse) return p->auth->why();
+  if (!sent) return "closed during authentication";
+  if (next == auth::Server::Next::kAccept) return nullptr;
+  p->stage = 2;
+  return "";
 }
 
 void HelloListener::expire() {
@@ -120,6 +160,14 @@ void HelloListener::expire() {
     ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, pending_[i]->fd.get(), nullptr);
     pending_.erase(pending_.begin() + static_cast<long>(i));
   }
+}
+
+Status HelloListener::auth_refusal(uint64_t key, const std::string& who) {
+  auto it = auth_refused_.find(key);
+  if (it == auth_refused_.end()) return Status();
+  Status st(Code::kUnavailable, std::string(driver_) + ": refused " + who + ": " + it->second);
+  auth_refused_.erase(it);
+  return st;
 }
 
 void HelloListener::refuse(const std::string& why) { count(why, ""); }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "gw_auth.h"
 #include "gw_store.h"
 #include "store_test_util.h"
 
@@ -37,6 +38,12 @@ class RawSocket {
   }
   ~RawSocket() { ::close(fd_); }
   bool connected() const { return connected_; }
+  /// Passes the authentication as a client without a key (to a server without one) does.
+  bool authenticate() {
+    Status st = auth::client_handshake(fd_, nullptr, "store", "", 0, "the store", Deadline(5s));
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return st.ok();
+  }
   bool send(const std::string& bytes) {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
@@ -119,7 +126,7 @@ TEST(TcpStore, HostileClientsAreDroppedAndOthersStillServed) {
 
   // Half a frame that never completes must not block anyone.
   RawSocket stalled(port);
-  ASSERT_TRUE(stalled.connected());
+  ASSERT_TRUE(stalled.connected() && stalled.authenticate());
   ASSERT_TRUE(stalled.send(header(kMagic, 1000)));
 
   std::vector<std::string> attacks = {
@@ -133,12 +140,47 @@ TEST(TcpStore, HostileClientsAreDroppedAndOthersStillServed) {
   for (size_t i = 0; i < attacks.size(); ++i) {
     RawSocket raw(port);
     ASSERT_TRUE(raw.connected());
+    if (i > 0) ASSERT_TRUE(raw.authenticate());  // the first skips it: refused at once
     ASSERT_TRUE(raw.send(attacks[i]));
     EXPECT_TRUE(raw.closed_by_server()) << "attack " << i;
     ASSERT_TRUE(good->set("after" + std::to_string(i), "ok").ok()) << "attack " << i;
     EXPECT_EQ(good->get("after" + std::to_string(i), kLong).value(), "ok");
   }
   EXPECT_EQ(connect_or_die(port)->get("before", kLong).value(), "1");
+}
+
+// Authentication (gw_auth.h): the process key is read again for each side in turn.
+Result<std::shared_ptr<Store>> connect_with_key(const char* key, uint16_t port) {
+  key ? ::setenv("GW_AUTH_KEY", key, 1) : ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
+  return connect_tcp_store("127.0.0.1", port, 5s);
+}
+
+TEST(TcpStore, OnlyClientsWithTheServersKeyAreServed) {
+  for (const char* server_key : {"job-key", static_cast<const char*>(nullptr)}) {
+    server_key ? ::setenv("GW_AUTH_KEY", server_key, 1) : ::unsetenv("GW_AUTH_KEY");
+    auth::reload_key_for_test();
+    auto server = TcpStoreServer::start("127.0.0.1", 0);
+    ASSERT_TRUE(server.ok()) << server.status().to_string();
+    const uint16_t port = (*server)->port();
+    std::vector<const char*> wrong = {"other-key"};
+    if (server_key) wrong.push_back(nullptr);
+    for (const char* key : wrong) {
+      auto bad = connect_with_key(key, port);
+      ASSERT_FALSE(bad.ok()) << (key ? key : "no key") << " was served";
+      EXPECT_EQ(bad.status().code(), Code::kUnavailable) << bad.status().to_string();
+      EXPECT_NE(bad.status().message().find("authentication with tcp store"), std::string::npos)
+          << bad.status().to_string();
+      EXPECT_NE(bad.status().message().find("GW_AUTH_KEY"), std::string::npos);
+    }
+    auto good = connect_with_key(server_key, port);
+    ASSERT_TRUE(good.ok()) << good.status().to_string();
+    ASSERT_TRUE((*good)->set("rank/0", "addr").ok());
+    EXPECT_EQ((*good)->get("rank/0", kLong).value(), "addr");
+    EXPECT_EQ((*good)->add("ranks", 1).value(), 1) << "a refused client registered";
+  }
+  ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
 }
 
 TEST(TcpStore, OneSetWakesManyWaitingClients) {

@@ -44,9 +44,10 @@ RawFd raw_listen(const RawAddr& where, uint16_t& port);
 /// Dial `to` (blocking connect, then non-blocking). Invalid fd on failure.
 RawFd raw_dial(const RawAddr& to);
 
-/// Accept the streams a transport dialled to `lfd` and read their HELLOs; fds by stream index.
-/// `t` is polled meanwhile. Empty on failure (with a gtest failure saying why).
-std::vector<RawFd> accept_streams(int lfd, Transport& t, Nanos timeout);
+/// Accept the streams a transport dialled to `lfd`, read their HELLOs and take their
+/// authentication as a peer without a key; fds by stream index. `t` (if not null) is polled
+/// meanwhile. Empty on failure (with a gtest failure saying why).
+std::vector<RawFd> accept_streams(int lfd, Transport* t, Nanos timeout);
 /// Write as much of `bytes` as the socket takes before `timeout`, polling `t` meanwhile.
 /// @return bytes written.
 size_t raw_write(int fd, const std::string& bytes, Transport& t, Nanos timeout);

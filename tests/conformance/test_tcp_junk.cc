@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 
 #include <random>
+#include <thread>
 
 #include "conformance.h"
+#include "auth_case.h"
 #include "raw_peer.h"
 
 namespace gw::conformance {
@@ -46,14 +48,15 @@ void make_rig(const TransportCase& c, Rig& r) {
   r.lfd = raw_listen(decode(r.t->address()), port);
   ASSERT_GE(r.lfd.get(), 0);
   Deadline dl(kStepTimeout);
+  // An active connect waits for the peer's answer to its authentication: peers in threads.
+  std::thread peer([&] { r.raw = accept_streams(r.lfd.get(), nullptr, kStepTimeout); });
   auto ep = r.t->connect({with_port(r.t->address(), port), 11, true, 1, "raw peer"}, dl);
+  peer.join();
   ASSERT_TRUE(ep.ok()) << ep.status().to_string();
   r.raw_ep = std::move(ep).value();
-  r.raw = accept_streams(r.lfd.get(), *r.t, kStepTimeout);
   ASSERT_FALSE(r.raw.empty());
-  auto tu = r.t->connect({r.u->address(), 12, true, 2, "transport U"}, dl);
+  auto [tu, ut] = connect_pair(*r.t, *r.u, 12, dl);
   ASSERT_TRUE(tu.ok()) << tu.status().to_string();
-  auto ut = r.u->connect({r.t->address(), 12, false, 0, "transport T"}, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
   r.tu = std::move(tu).value();
   r.ut = std::move(ut).value();
@@ -342,9 +345,8 @@ TEST_P(TcpListenerJunk, IsRejectedAndRealPeersStillConnect) {
 
   // A real peer connects while the junk connection is closed or still open.
   Deadline dl(kStepTimeout);
-  auto ut = (*u)->connect({(*t)->address(), 21, true, 0, "transport T"}, dl);
+  auto [tu, ut] = connect_pair(**t, **u, 21, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
-  auto tu = (*t)->connect({(*u)->address(), 21, false, 1, "transport U"}, dl);
   ASSERT_TRUE(tu.ok()) << junk.name << ": " << tu.status().to_string();
   expect_pair_works(**t, **tu, **u, **ut);
 }
@@ -363,9 +365,8 @@ void flood(const TransportCase& tc, const ListenerJunk& junk) {
   ASSERT_TRUE(t.ok() && u.ok());
   WarnCounter warns("tcp");
   Deadline dl(kStepTimeout);
-  auto ut = (*u)->connect({(*t)->address(), 21, true, 0, "transport T"}, dl);
+  auto [tu, ut] = connect_pair(**t, **u, 21, dl);
   ASSERT_TRUE(ut.ok()) << ut.status().to_string();
-  auto tu = (*t)->connect({(*u)->address(), 21, false, 1, "transport U"}, dl);
   ASSERT_TRUE(tu.ok()) << tu.status().to_string();
   const std::string bytes = junk.bytes().substr(0, 4096);
   const RawAddr at = decode((*t)->address());
@@ -401,6 +402,36 @@ TEST_P(TcpListenerFlood, IsCountedWithOneLogLineAndNoStall) {
 INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(built_cases("tcp")),
                          case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerFlood);
+
+// Authentication (issue 24): a pair whose transports were opened with these keys.
+class TcpAuth : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override { skip_unless_available(GetParam()); }
+};
+
+TEST_P(TcpAuth, OnlyTheRightKeyConnectsAndBothSidesSayWhy) {
+  for (const KeyCase& k : key_cases()) {
+    SCOPED_TRACE(k.name);
+    auto a = open_with_key(GetParam(), k.a_key), b = open_with_key(GetParam(), k.b_key);
+    ASSERT_TRUE(a && b);
+    auto [ab, ba] = connect_pair(*a, *b, 31, Deadline(kStepTimeout));
+    if (k.right()) {
+      ASSERT_TRUE(ab.ok() && ba.ok())
+          << ab.status().to_string() << " / " << ba.status().to_string();
+      expect_pair_works(*a, **ab, *b, **ba);
+      continue;
+    }
+    ASSERT_FALSE(ab.ok()) << "the dialling side connected";
+    ASSERT_FALSE(ba.ok()) << "the accepting side took the peer";
+    expect_auth_refused(ab.status(), ba.status());
+    EXPECT_EQ(b->stats()["rejected_conns"], 1u);
+    std::array<Completion, 4> out;
+    EXPECT_EQ(b->cq().poll(out).value(), 0u) << "something was delivered";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tr, TcpAuth, ::testing::ValuesIn(built_cases("tcp")), case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpAuth);
 
 }  // namespace
 }  // namespace gw::conformance

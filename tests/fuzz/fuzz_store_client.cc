@@ -7,8 +7,10 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "fuzz_util.h"
+#include "gw_auth.h"
 #include "gw_store.h"
 
 namespace {
@@ -27,12 +29,21 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::fuzz::Input in(data, size);
   uint8_t ops = in.u8();
+  // The client waits for the answer to its authentication: the server's half in a thread.
+  int fd = -1;
+  std::thread server([&] {
+    fd = ::accept4(g_listen, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    uint8_t ch[gw::auth::kClientHello], sh[gw::auth::kServerHello];
+    if (::recv(fd, ch, sizeof ch, MSG_WAITALL) != static_cast<ssize_t>(sizeof ch)) return;
+    (void)gw::auth::Server(nullptr, "store", nullptr, 0).on_hello(ch, sh);
+    gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(sh), sizeof sh});
+    gw::fuzz::write_all(fd, in.rest());
+    ::shutdown(fd, SHUT_WR);
+  });
   auto store = gw::connect_tcp_store("127.0.0.1", g_port, gw::Millis(2000));
-  if (!store.ok()) std::abort();
-  int fd = ::accept4(g_listen, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) std::abort();
-  gw::fuzz::write_all(fd, in.rest());
-  ::shutdown(fd, SHUT_WR);
+  server.join();
+  if (!store.ok() || fd < 0) std::abort();
   const std::string keys[] = {"k", "rank/1/addr"};
   auto& s = **store;
   for (int i = 0; i < 4; ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "gw_auth.h"
 #include "gw_socket.h"
 #include "gw_transport.h"
 #include "tcp_wire.h"
@@ -85,6 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t key = ++g_key;
   auto h = gw::drv::tcp::make_hello(key, 1, 0);
   gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(&h), sizeof h});
+  uint8_t ch[gw::auth::kClientHello];  // a peer without a key, as the transport has none
+  gw::auth::keyless_hello(ch);
+  gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(ch), sizeof ch});
   auto ep = t->connect({t->address(), key, false, 1, "fuzz peer"}, gw::Deadline(gw::Millis(2000)));
   if (!ep.ok()) std::abort();  // a valid hello must connect
   if (!recvs.empty()) {

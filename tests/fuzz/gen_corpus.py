@@ -96,7 +96,7 @@ put("fuzz_tcp_frames", "too_long", b"\x01" + u16(4) + b"\x05" + tcp_hdr(1, 10, 5
 
 # dpdk frames: flags, [recv size, tag], frames (u16 length + gradwire header + payload)
 def wire(typ, seg, seq=0, ack=0, sack=0, msg_id=0, wnd=64, tag=0, msg_len=0, off=0):
-    return struct.pack("<IBBHIIIIQIIQQQ", 0x31445747, 3, typ, seg, 0, 0, seq, ack, sack, msg_id,
+    return struct.pack("<IBBHIIIIQIIQQQ", 0x31445747, 4, typ, seg, 0, 0, seq, ack, sack, msg_id,
                        wnd, tag, msg_len, off)
 
 
@@ -116,7 +116,9 @@ put("fuzz_dpdk_frames", "batch", b"\x01" + u16(64) + b"\x06" +
     pkt(wire(6, len(batch), tag=0, msg_len=2) + batch))
 put("fuzz_dpdk_frames", "ack_sack", b"\x00" + pkt(wire(2, 16, ack=3, sack=0b1010) + bytes(16)))
 put("fuzz_dpdk_frames", "fin", b"\x00" + pkt(wire(5, 0)))
-put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 0, tag=99)))
+# A SYN carries a ClientHello (gw_auth.h): magic "GWA1", version 1, no key, no nonce.
+client_hello = struct.pack("<IBBH", 0x31415747, 1, 0, 0) + bytes(32)
+put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 40, tag=99) + client_hello))
 put("fuzz_dpdk_frames", "raw", b"\x10" + pkt(bytes(60)))
 
 # collectives: call, count, dtype, op, then messages (selector, u16 length, bytes)
