@@ -140,7 +140,9 @@ TEST(TcpStore, HostileClientsAreDroppedAndOthersStillServed) {
   for (size_t i = 0; i < attacks.size(); ++i) {
     RawSocket raw(port);
     ASSERT_TRUE(raw.connected());
-    if (i > 0) ASSERT_TRUE(raw.authenticate());  // the first skips it: refused at once
+    if (i > 0) {
+      ASSERT_TRUE(raw.authenticate());  // the first skips it: refused at once
+    }
     ASSERT_TRUE(raw.send(attacks[i]));
     EXPECT_TRUE(raw.closed_by_server()) << "attack " << i;
     ASSERT_TRUE(good->set("after" + std::to_string(i), "ok").ok()) << "attack " << i;
