@@ -86,10 +86,9 @@ static Status notice_status(const Communicator::Impl& im, const Notice& m) {
   const Code code = m.code > 0 && m.code <= static_cast<uint8_t>(Code::kAborted)
                         ? static_cast<Code>(m.code)
                         : Code::kRemoteError;
+  if (code == Code::kAborted) return Status(code, text + me).with_rank(m.culprit);
   std::string head = "coll: ";
-  if (code == Code::kAborted) {
-    head += "rank " + std::to_string(m.culprit) + " aborted the communicator";
-  } else if (m.culprit >= 0 && m.culprit != m.sender) {
+  if (m.culprit >= 0 && m.culprit != m.sender) {
     head += "rank " + std::to_string(m.culprit) + " failed, as rank " + std::to_string(m.sender) +
             " found";
   } else {
@@ -280,8 +279,10 @@ void Communicator::Impl::check_deadlines() {
             "/" + std::to_string(op->recvs_total) + ")";
   }
   what += late ? ": not finished before its deadline" : ": a peer timed out";
-  what += "; waiting on " + ranks_text(mine) + "; " + ranks_text(nt.reported) +
-          " timed out too and reported; " + ranks_text(culprits) +
+  what += "; waiting on " + ranks_text(mine) + "; " +
+          (nt.reported ? ranks_text(nt.reported) + " timed out too and reported; "
+                       : std::string("no other rank reported a timeout; ")) +
+          ranks_text(culprits) +
           (culprits & silent ? " did not: stopped, stuck, or busy outside the communicator"
                              : " (every rank reported: they wait on each other, or on calls "
                                "that were never made)");

@@ -41,9 +41,9 @@ struct Notice {
   int32_t culprit = -1;   ///< rank at fault, -1 unknown
   int32_t sender = -1;
   uint64_t waiting = 0;   ///< kReport: bit r set = the sender waits on rank r (r < 64)
-  char text[104] = {};    ///< the sender's error, cut to fit, NUL-terminated
+  char text[488] = {};    ///< the sender's error, cut to fit, NUL-terminated
 };
-static_assert(sizeof(Notice) == 128);
+static_assert(sizeof(Notice) == 512);
 
 struct Notices {
   static constexpr int kRecvs = 4;  ///< any-source receives kept posted

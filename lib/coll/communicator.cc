@@ -270,7 +270,10 @@ Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_
   SendRequest r{buf, len, tag, coll::make_wr(slot_of(op), op.gen, true, unit),
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_send({&r, 1});
-  if (!k.ok()) return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer));
+  if (!k.ok()) {
+    return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer))
+        .with_rank(peer);
+  }
   if (*k == 1) count_post(peer, true);
   return *k == 1;
 }
@@ -282,7 +285,9 @@ Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len,
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_recv({&r, 1});
   if (!k.ok()) {
-    return k.status().with_context(where(op) + ": receive from rank " + std::to_string(peer));
+    return k.status()
+        .with_context(where(op) + ": receive from rank " + std::to_string(peer))
+        .with_rank(peer);
   }
   if (*k == 1) count_post(peer, false);
   return *k == 1;
@@ -302,7 +307,7 @@ Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void
     k = peer < 0 ? group.transport().post_recv_any({&r, 1})
                  : group.endpoint(peer).post_recv({&r, 1});
   }
-  if (!k.ok()) return k.status().with_context(where(op));
+  if (!k.ok()) return k.status().with_context(where(op)).with_rank(peer);
   if (*k == 1) count_post(peer, is_send);
   return *k == 1;
 }
