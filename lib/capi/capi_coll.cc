@@ -1,6 +1,4 @@
 // C API: collectives (blocking and started), and gw_wait / gw_test for every request kind.
-#include <algorithm>
-
 #include "capi_impl.h"
 
 using gw::Code;
@@ -154,9 +152,8 @@ Status wait_or_test(gw_request_t** req, gw::Nanos timeout, bool* done) {
   } else {
     gw::Deadline dl(timeout);
     while (!r->done) {
-      // 50 ms at most: gw_comm_abort from another thread is seen that soon.
-      GW_RETURN_IF_ERROR(gw::capi::p2p_progress(
-          c, std::min({dl.remaining(), r->deadline.remaining(), gw::Nanos(gw::Millis(50))})));
+      GW_RETURN_IF_ERROR(
+          gw::capi::p2p_progress(c, std::min(dl.remaining(), r->deadline.remaining())));
       if (r->done) break;
       if (poll_only) return Status();
       if (dl.expired())

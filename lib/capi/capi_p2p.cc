@@ -1,6 +1,8 @@
 // C API: point-to-point send/receive over the Group's endpoints, user tags in a tag space of
 // their own, completions taken from the transport's CQ (never while a collective is in flight:
 // the Communicator polls the same CQ and would drop them).
+#include <algorithm>
+
 #include "capi_impl.h"
 
 using gw::Code;
@@ -119,6 +121,7 @@ std::string describe(const gw_request& r) {
 
 Status p2p_progress(gw_comm& c, Nanos wait) {
   auto& cq = c.group->transport().cq();
+  wait = std::min(wait, Nanos(Millis(50)));  // gw_comm_abort from another thread: seen that soon
   auto got = wait.count() > 0 ? cq.wait(c.comps, wait) : cq.poll(c.comps);
   if (!got.ok() && got.status().code() != Code::kTimeout)
     return got.status().with_context("transport failed");
