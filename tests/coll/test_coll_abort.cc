@@ -125,7 +125,9 @@ void culprit_case(bool kill) {
       EXPECT_EQ(s.code(), Code::kRemoteError) << s.to_string();
       EXPECT_LT(took, 2.0) << "rank " << r << ": " << s.to_string();
     } else {
-      EXPECT_EQ(s.code(), Code::kTimeout) << s.to_string();
+      // Timeout; RemoteError where the driver finds the silent peer first (dpdk's own
+      // peer_timeout_ms, 1.5 s by default): the culprit is the same.
+      EXPECT_TRUE(s.code() == Code::kTimeout || s.code() == Code::kRemoteError) << s.to_string();
       EXPECT_LT(took, Secs(timeout).count() + 1.0) << "rank " << r << ": " << s.to_string();
     }
   }
