@@ -227,7 +227,8 @@ struct Communicator::Impl {
   void fail_all(const Status& st, bool tell_peers = true);
   /// Deadlines: the timeout phase (coll_notice.h), then the Timeout naming the culprits.
   void check_deadlines();
-  void start_suspect(const coll::Task* op);
+  /// Enter the timeout phase: report whom this rank waits on to every peer (once).
+  void start_suspect();
   /// Peers with requests of this rank pending (bit r: rank r; ranks below 64).
   uint64_t waiting_mask() const;
   void count_post(int peer, bool is_send);

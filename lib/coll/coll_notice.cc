@@ -127,7 +127,7 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
     nt.reported |= m.sender < 64 ? uint64_t{1} << m.sender : 0;
     nt.waited |= m.waiting;
     (void)post_notice_recv(im, i);
-    if (!nt.suspect) im.start_suspect(nullptr);
+    if (!nt.suspect) im.start_suspect();
     return true;
   }
   im.fail_all(notice_status(im, m), /*tell_peers=*/false);
@@ -229,7 +229,7 @@ uint64_t Communicator::Impl::waiting_mask() const {
   return m;
 }
 
-void Communicator::Impl::start_suspect(const Task* op) {
+void Communicator::Impl::start_suspect() {
   Notices& nt = *notices;
   nt.suspect = true;
   nt.grace_end = Clock::now() + grace(timeout);
@@ -240,7 +240,6 @@ void Communicator::Impl::start_suspect(const Task* op) {
   m.code = static_cast<uint8_t>(Code::kTimeout);
   m.sender = rank;
   m.waiting = waiting_mask();
-  (void)op;
   send_notice(Notices::kRecvs, m);
 }
 
@@ -255,7 +254,7 @@ void Communicator::Impl::check_deadlines() {
   }
   if (!nt.suspect) {
     if (!late) return;
-    start_suspect(late);
+    start_suspect();
   }
   if (Clock::now() < nt.grace_end || !broken.ok()) return;
   // Culprits: ranks someone waits on that did not report; else any silent rank; else the
