@@ -186,7 +186,6 @@ Status DeviceRing::post() {
     auto took = im_.group.endpoint(next_).post_send({&s, 1});
     if (!took.ok()) return took.status().with_rank(next_);  // the culprit, as the host ring's
     if (*took == 0) break;
-    im_.count_post(next_, true);
     ++inflight_s_;
     ++next_send_;
   }
@@ -205,7 +204,6 @@ Status DeviceRing::post() {
     auto took = im_.group.endpoint(prev_).post_recv({&rq, 1});
     if (!took.ok()) return took.status().with_rank(prev_);
     if (*took == 0) break;
-    im_.count_post(prev_, false);
     ++inflight_r_;
     ++next_recv_;
   }
