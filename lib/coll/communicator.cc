@@ -42,28 +42,6 @@ using coll::Task;
 
 }  // namespace
 
-namespace coll {
-
-Status RegBuf::ensure(Transport& t, size_t bytes) {
-  if (bytes <= cap_ && mem_) return Status();
-  size_t cap = std::max<size_t>(bytes, 64);
-  cap = (cap + 4095) / 4096 * 4096;
-  mr_ = MemoryRegion();
-  mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
-  cap_ = 0;
-  if (!mem_) {
-    return Status(Code::kResourceExhausted,
-                  "coll: cannot allocate " + std::to_string(cap) + " bytes of scratch");
-  }
-  auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
-  if (!mr.ok()) return mr.status().with_context("coll: registering scratch");
-  mr_ = std::move(*mr);
-  cap_ = cap;
-  return Status();
-}
-
-}  // namespace coll
-
 // ---- setup ---------------------------------------------------------------------------------
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
