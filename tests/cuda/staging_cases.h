@@ -5,6 +5,8 @@
 /// Thread-safety: one test thread.
 #pragma once
 
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -72,11 +74,16 @@ struct Pair {
     if (!ta.ok() || !tb.ok()) return nullptr;
     p->a = std::move(ta).value();
     p->b = std::move(tb).value();
+    // The dialling side waits for the other's answer to the authentication: one thread each.
+    Result<std::unique_ptr<Endpoint>> e2 = Status(Code::kInternal, "not run");
+    std::thread passive([&] {
+      e2 = p->b->connect(ConnectParams{p->a->address(), 7, false, 0, "a"},
+                         Deadline::after_ms(10000));
+    });
     auto e1 = p->a->connect(ConnectParams{p->b->address(), 7, true, 1, "b"},
                             Deadline::after_ms(10000));
+    passive.join();
     EXPECT_TRUE(e1.ok()) << e1.status().to_string();
-    auto e2 = p->b->connect(ConnectParams{p->a->address(), 7, false, 0, "a"},
-                            Deadline::after_ms(10000));
     EXPECT_TRUE(e2.ok()) << e2.status().to_string();
     if (!e1.ok() || !e2.ok()) return nullptr;
     p->ab = std::move(e1).value();
