@@ -249,7 +249,8 @@ Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_send({&r, 1});
   if (!k.ok()) {
-    return post_error(k.status(), peer, where(op) + ": send to rank " + std::to_string(peer));
+    return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer))
+        .with_rank(peer);
   }
   if (*k == 1) count_post(peer, true);
   return *k == 1;
@@ -262,7 +263,9 @@ Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len,
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_recv({&r, 1});
   if (!k.ok()) {
-    return post_error(k.status(), peer, where(op) + ": receive from rank " + std::to_string(peer));
+    return k.status()
+        .with_context(where(op) + ": receive from rank " + std::to_string(peer))
+        .with_rank(peer);
   }
   if (*k == 1) count_post(peer, false);
   return *k == 1;
@@ -282,7 +285,7 @@ Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void
     k = peer < 0 ? group.transport().post_recv_any({&r, 1})
                  : group.endpoint(peer).post_recv({&r, 1});
   }
-  if (!k.ok()) return post_error(k.status(), peer, where(op));
+  if (!k.ok()) return k.status().with_context(where(op)).with_rank(peer);
   if (*k == 1) count_post(peer, is_send);
   return *k == 1;
 }
@@ -394,8 +397,8 @@ void Communicator::Impl::dispatch(const Completion& c) {
                           "collectives in the same order with the same count, dtype and op"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-      peer_failed(Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
-                      .with_rank(static_cast<int>(c.peer_id)));
+      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
+                   .with_rank(static_cast<int>(c.peer_id)));
     }
     return;
   }
