@@ -26,8 +26,6 @@ const char* code_name(Code c) noexcept {
       return "SystemError";
     case Code::kInternal:
       return "Internal";
-    case Code::kAborted:
-      return "Aborted";
   }
   return "Unknown";
 }
@@ -38,7 +36,7 @@ Status::Status(Code code, std::string message, int sys_errno) {
     message += ": ";
     message += std::strerror(sys_errno);
   }
-  rep_ = std::make_shared<const Rep>(Rep{code, sys_errno, std::move(message), -1});
+  rep_ = std::make_shared<const Rep>(Rep{code, sys_errno, std::move(message)});
 }
 
 std::string_view Status::message() const noexcept {
@@ -54,14 +52,7 @@ Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
   Status s;
   s.rep_ = std::make_shared<const Rep>(
-      Rep{rep_->code, rep_->sys_errno, std::string(context) + ": " + rep_->message, rep_->rank});
-  return s;
-}
-
-Status Status::with_rank(int rank) const {
-  if (ok()) return *this;
-  Status s;
-  s.rep_ = std::make_shared<const Rep>(Rep{rep_->code, rep_->sys_errno, rep_->message, rank});
+      Rep{rep_->code, rep_->sys_errno, std::string(context) + ": " + rep_->message});
   return s;
 }
 
