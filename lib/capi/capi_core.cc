@@ -16,6 +16,7 @@ using gw::capi::need;
 static_assert(GW_ERR_INVALID_ARGUMENT == static_cast<int>(Code::kInvalidArgument));
 static_assert(GW_ERR_REMOTE == static_cast<int>(Code::kRemoteError));
 static_assert(GW_ERR_INTERNAL == static_cast<int>(Code::kInternal));
+static_assert(GW_ERR_ABORTED == static_cast<int>(Code::kAborted));
 static_assert(GW_UINT8 == static_cast<int>(gw::DataType::kUInt8));
 static_assert(GW_AVG == static_cast<int>(gw::ReduceOp::kAvg));
 
@@ -23,6 +24,7 @@ namespace {
 
 std::atomic<bool> g_initialized{false};
 thread_local std::string t_error;
+thread_local int t_error_rank = -1;
 // Used when the text itself could not be allocated.
 thread_local const char* t_error_fallback = nullptr;
 
@@ -58,10 +60,12 @@ namespace gw::capi {
 
 void clear_error() noexcept {
   t_error.clear();
+  t_error_rank = -1;
   t_error_fallback = nullptr;
 }
 
 gw_status_t set_error(const char* fn, const gw_comm* c, const Status& st) noexcept {
+  t_error_rank = st.rank();
   try {
     t_error = fn;
     if (c && c->group) {
@@ -80,7 +84,8 @@ Status check_comm(const gw_comm* c) {
   GW_RETURN_IF_ERROR(need(c, "comm"));
   if (!c->broken.ok()) {
     return Status(c->broken.code(), "communicator unusable after an earlier error (destroy it): " +
-                                        std::string(c->broken.message()));
+                                        std::string(c->broken.message()))
+        .with_rank(c->broken.rank());
   }
   return Status();
 }
@@ -151,9 +156,11 @@ uint32_t gw_api_version(void) { return GW_API_VERSION; }
 
 const char* gw_last_error(void) { return t_error_fallback ? t_error_fallback : t_error.c_str(); }
 
+int gw_last_error_rank(void) { return t_error_rank; }
+
 const char* gw_status_name(gw_status_t s) {
   auto v = static_cast<int>(s);
-  if (v < 0 || v > GW_ERR_INTERNAL) return "unknown status";
+  if (v < 0 || v > GW_ERR_ABORTED) return "unknown status";
   return v == 0 ? "OK" : gw::code_name(static_cast<Code>(v));
 }
 
@@ -214,6 +221,18 @@ gw_status_t gw_comm_destroy(gw_comm_t* c) {
     delete c;
     return Status();
   });
+}
+
+gw_status_t gw_comm_abort(gw_comm_t* c, const char* reason) {
+  // No guard(): its error text is the calling thread's, and this call must not allocate
+  // anything the owner thread reads; Communicator::abort() takes a lock and copies reason.
+  if (!c) return GW_ERR_INVALID_ARGUMENT;
+  try {
+    c->comm->abort(reason ? reason : "gw_comm_abort");
+  } catch (...) {
+    return GW_ERR_RESOURCE_EXHAUSTED;
+  }
+  return GW_OK;
 }
 
 gw_status_t gw_comm_rank(const gw_comm_t* c, int* rank) {

@@ -1,6 +1,8 @@
 // C API: point-to-point send/receive over the Group's endpoints, user tags in a tag space of
 // their own, completions taken from the transport's CQ (never while a collective is in flight:
 // the Communicator polls the same CQ and would drop them).
+#include <algorithm>
+
 #include "capi_impl.h"
 
 using gw::Code;
@@ -103,7 +105,8 @@ void complete(gw_request& r, const gw::Completion& k) {
   }
   Status why = k.ep ? k.ep->status() : Status(k.code, gw::code_name(k.code));
   r.status = Status(why.ok() ? k.code : why.code(),
-                    gw::capi::describe(r) + ": " + peer + " failed: " + why.to_string());
+                    gw::capi::describe(r) + ": " + peer + " failed: " + why.to_string())
+                 .with_rank(static_cast<int>(k.peer_id));
 }
 
 }  // namespace
@@ -118,26 +121,45 @@ std::string describe(const gw_request& r) {
 
 Status p2p_progress(gw_comm& c, Nanos wait) {
   auto& cq = c.group->transport().cq();
+  wait = std::min(wait, Nanos(Millis(50)));  // gw_comm_abort from another thread: seen that soon
   auto got = wait.count() > 0 ? cq.wait(c.comps, wait) : cq.poll(c.comps);
   if (!got.ok() && got.status().code() != Code::kTimeout)
     return got.status().with_context("transport failed");
+  size_t others = 0;  // the communicator's (failure notices): moved to the front, handed over
   for (size_t i = 0; got.ok() && i < *got; ++i) {
     const Completion& k = c.comps[i];
-    if (k.op == Op::kEndpointError || (k.wr_id & kP2pWr) != kP2pWr) continue;
+    if (k.op == Op::kEndpointError || (k.wr_id & kP2pWr) != kP2pWr) {
+      c.comps[others++] = k;
+      continue;
+    }
     const uint32_t slot = static_cast<uint32_t>(k.wr_id), gen = (k.wr_id >> 32) & 0xFFFFFF;
     if (slot >= c.reqs.size()) continue;
     gw_request& r = *c.reqs[slot];
     if (r.active && !r.is_coll && !r.done && r.gen == gen) complete(r, k);
   }
   // A send/receive past its deadline stays posted (the transport cannot take it back), so
-  // its buffer may still be written: the communicator is unusable from here on.
+  // its buffer may still be written: the communicator is unusable from here on, and the
+  // peers are told (an abort naming this rank), as the collectives' timeouts tell them.
   for (auto& r : c.reqs) {
     if (!r->active || r->is_coll || r->done || !r->deadline.expired()) continue;
     r->done = true;
     r->status = Status(Code::kTimeout, describe(*r) + ": not finished within " +
                                            std::to_string(c.timeout.count() / 1'000'000) +
-                                           " ms; the peer may have stopped or not posted it");
-    if (c.broken.ok()) c.broken = r->status;
+                                           " ms; the peer may have stopped or not posted it")
+                    .with_rank(r->peer);
+    if (c.broken.ok()) {
+      c.broken = r->status;
+      c.comm->abort(r->status.message());
+    }
+  }
+  // A notice or an abort (from any thread) fails every send/receive in flight.
+  if (Status st = c.comm->handle({c.comps.data(), others}); !st.ok()) {
+    for (auto& r : c.reqs) {
+      if (!r->active || r->is_coll || r->done) continue;
+      r->done = true;
+      r->status = st;
+    }
+    if (c.broken.ok()) c.broken = st;
   }
   return Status();
 }

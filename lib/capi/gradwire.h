@@ -26,7 +26,7 @@ extern "C" {
 /** API version this header describes: major << 16 | minor. A library accepts a program built
  *  against the same major and a minor not above its own. */
 #define GW_API_VERSION_MAJOR 1
-#define GW_API_VERSION_MINOR 0
+#define GW_API_VERSION_MINOR 1
 #define GW_API_VERSION ((GW_API_VERSION_MAJOR << 16) | GW_API_VERSION_MINOR)
 
 #define GW_API __attribute__((visibility("default")))
@@ -42,7 +42,8 @@ typedef enum gw_status {
   GW_ERR_REMOTE = 6,             /**< a peer failed, closed or reset */
   GW_ERR_PROTOCOL = 7,           /**< malformed data from a peer */
   GW_ERR_SYSTEM = 8,             /**< a system call failed */
-  GW_ERR_INTERNAL = 9            /**< a bug in gradwire */
+  GW_ERR_INTERNAL = 9,           /**< a bug in gradwire */
+  GW_ERR_ABORTED = 10            /**< a rank called gw_comm_abort (API 1.1) */
 } gw_status_t;
 
 /** Element types; mirror gw::DataType. */
@@ -106,6 +107,9 @@ GW_API uint32_t gw_api_version(void);
 /** What the last failed call on this thread reported; "" after a successful call. The text
  *  stays valid until the next gradwire call on this thread. */
 GW_API const char* gw_last_error(void);
+/** The rank the last failed call on this thread blamed (the peer that died, stopped or
+ *  aborted), or -1 when none was named. Reset with gw_last_error. (API 1.1) */
+GW_API int gw_last_error_rank(void);
 /** "OK", "InvalidArgument", ... */
 GW_API const char* gw_status_name(gw_status_t status);
 
@@ -128,12 +132,22 @@ GW_API gw_status_t gw_comm_init_rendezvous(gw_transport_t* transport, const gw_r
                                            int rank, int size, int64_t timeout_ms, gw_comm_t** out);
 /** Destroy a communicator with its transport, requests and registrations. */
 GW_API gw_status_t gw_comm_destroy(gw_comm_t* comm);
+/** Abort the communicator; the one call that may come from any thread, while another thread
+ *  is inside a call on `comm`. Every call in flight or blocked on this rank returns
+ *  GW_ERR_ABORTED within about 50 ms (the thread driving it sees the request at its next
+ *  poll; if none is, the next call on `comm` does), and every other rank's within about 200
+ *  ms: they get GW_ERR_ABORTED and gw_last_error_rank() names this rank. Later calls return
+ *  the same error; destroy the communicator. `reason` (may be NULL) goes into the text.
+ *  A send/receive outliving its deadline aborts the communicator this way. (API 1.1) */
+GW_API gw_status_t gw_comm_abort(gw_comm_t* comm, const char* reason);
 GW_API gw_status_t gw_comm_rank(const gw_comm_t* comm, int* rank);
 GW_API gw_status_t gw_comm_size(const gw_comm_t* comm, int* size);
 
 /* Collectives: every rank calls the same ones in the same order with the same counts, dtype,
  * op and root. Errors: GW_ERR_INVALID_ARGUMENT (bad argument or ranks called apart),
- * GW_ERR_REMOTE (a peer failed; the text names it), GW_ERR_TIMEOUT, GW_ERR_RESOURCE_EXHAUSTED
+ * GW_ERR_REMOTE (a peer failed; the text names it, gw_last_error_rank() gives it), GW_ERR_TIMEOUT
+ * (gw_last_error_rank(): the peer that stopped, found with the other ranks), GW_ERR_ABORTED,
+ * GW_ERR_RESOURCE_EXHAUSTED
  * (16 requests in flight). The _start forms return at once; the buffers must stay untouched
  * until gw_wait/gw_test reports the request done. */
 

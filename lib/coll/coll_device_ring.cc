@@ -183,8 +183,9 @@ Status DeviceRing::post() {
     const Unit io = unit(next_send_);
     SendRequest s{work_ + io.soff * op_.es, io.slen * op_.es, tag(next_send_),
                   kDevWrMagic | (uint64_t{1} << 31) | next_send_, &work_mr_};
-    GW_ASSIGN_OR_RETURN(size_t took, im_.group.endpoint(next_).post_send({&s, 1}));
-    if (took == 0) break;
+    auto took = im_.group.endpoint(next_).post_send({&s, 1});
+    if (!took.ok()) return took.status().with_rank(next_);  // the culprit, as the host ring's
+    if (*took == 0) break;
     ++inflight_s_;
     ++next_send_;
   }
@@ -200,8 +201,9 @@ Status DeviceRing::post() {
       mr = &scratch_mr_;
     }
     RecvRequest rq{dst, io.len * op_.es, tag(u), kDevWrMagic | u, mr};
-    GW_ASSIGN_OR_RETURN(size_t took, im_.group.endpoint(prev_).post_recv({&rq, 1}));
-    if (took == 0) break;
+    auto took = im_.group.endpoint(prev_).post_recv({&rq, 1});
+    if (!took.ok()) return took.status().with_rank(prev_);
+    if (*took == 0) break;
     ++inflight_r_;
     ++next_recv_;
   }

@@ -136,6 +136,15 @@ struct Task {
   std::array<Desc, kMaxRdSteps> hdr_in{};
 };
 
+/// A request's wr_id: its slot, the slot's generation, direction and unit.
+inline uint64_t make_wr(uint32_t slot, uint32_t gen, bool is_send, uint32_t unit) {
+  return (uint64_t{slot} << 56) | (uint64_t{gen & 0xFFFFFF} << 32) | (uint64_t{is_send} << 31) |
+         (unit & 0x7FFFFFFFu);
+}
+
+struct Notice;
+struct Notices;
+
 /// Unit numbers at or above this carry a descriptor, not data.
 inline constexpr uint32_t kHdrUnit = 0x40000000u;
 /// Header unit of the descriptor a ring sends backwards (to the previous rank) when it has more
@@ -180,7 +189,12 @@ struct Communicator::Impl {
   std::vector<std::pair<std::pair<const void*, size_t>, MemoryRegion>> user_mrs;
   std::array<Completion, 64> comps;
 
-  explicit Impl(Group& g) : group(g) {}
+  // Failure notices and abort (coll_notice.cc).
+  std::unique_ptr<coll::Notices> notices;
+  uint32_t notice_id = 0;  ///< this communicator's, in its notices' wr_ids
+
+  explicit Impl(Group& g);  // both out of line (coll_notice.cc), where Notices is complete
+  ~Impl();
 
   // Setup of one collective (communicator.cc).
   Result<coll::Task*> begin(coll::Kind kind, DataType dt, ReduceOp rop, size_t count,
@@ -207,8 +221,22 @@ struct Communicator::Impl {
   Status poll_once(Nanos wait);
   void dispatch(const Completion& c);
   void fail(coll::Task& op, Status st);
-  void fail_all(const Status& st);
+  // Errors shared with every rank (coll_notice.cc).
+  /// Break the communicator with `st` (the first error stays) and fail every call in flight;
+  /// `tell_peers`: send every peer a failure notice (not when `st` came from one).
+  void fail_all(const Status& st, bool tell_peers = true);
+  /// Deadlines: the timeout phase (coll_notice.h), then the Timeout naming the culprits.
   void check_deadlines();
+  /// Enter the timeout phase: report whom this rank waits on to every peer (once).
+  void start_suspect();
+  /// Peers with requests of this rank pending (bit r: rank r; ranks below 64).
+  uint64_t waiting_mask() const;
+  void count_post(int peer, bool is_send);
+  void send_notice(int slot, const coll::Notice& m);
+  /// Drive progress until this rank's notices are sent, at most 200 ms.
+  void flush_notices();
+  void request_abort(std::string_view reason);  ///< any thread
+  void abort_if_requested();                    ///< the driving thread
   Status advance(coll::Task& op);
   void maybe_complete(coll::Task& op);
 

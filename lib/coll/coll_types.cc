@@ -1,6 +1,8 @@
-// Names of dtypes/ops/algorithms and call descriptors, and the scalar float16/bfloat16
-// conversions.
+// Names of dtypes/ops/algorithms and call descriptors, the scalar float16/bfloat16
+// conversions, and the registered scratch buffers (RegBuf).
+#include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -187,6 +189,24 @@ std::string describe(const Desc& d) {
   if (d.kind >= static_cast<uint8_t>(Kind::kSend)) s += ", peer=" + std::to_string(d.root);
   if (d.kind == static_cast<uint8_t>(Kind::kBarrier)) return s + ")";
   return s + (d.device ? ", device buffers)" : ", host buffers)");
+}
+
+Status RegBuf::ensure(Transport& t, size_t bytes) {
+  if (bytes <= cap_ && mem_) return Status();
+  size_t cap = std::max<size_t>(bytes, 64);
+  cap = (cap + 4095) / 4096 * 4096;
+  mr_ = MemoryRegion();
+  mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
+  cap_ = 0;
+  if (!mem_) {
+    return Status(Code::kResourceExhausted,
+                  "coll: cannot allocate " + std::to_string(cap) + " bytes of scratch");
+  }
+  auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
+  if (!mr.ok()) return mr.status().with_context("coll: registering scratch");
+  mr_ = std::move(*mr);
+  cap_ = cap;
+  return Status();
 }
 
 }  // namespace coll

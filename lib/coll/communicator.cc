@@ -5,6 +5,7 @@
 
 #include "coll_device.h"
 #include "coll_impl.h"
+#include "coll_notice.h"
 #include "gw_config.h"
 #include "log.h"
 #include "reduce_kernels.h"
@@ -41,28 +42,6 @@ using coll::Task;
 
 }  // namespace
 
-namespace coll {
-
-Status RegBuf::ensure(Transport& t, size_t bytes) {
-  if (bytes <= cap_ && mem_) return Status();
-  size_t cap = std::max<size_t>(bytes, 64);
-  cap = (cap + 4095) / 4096 * 4096;
-  mr_ = MemoryRegion();
-  mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
-  cap_ = 0;
-  if (!mem_) {
-    return Status(Code::kResourceExhausted,
-                  "coll: cannot allocate " + std::to_string(cap) + " bytes of scratch");
-  }
-  auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
-  if (!mr.ok()) return mr.status().with_context("coll: registering scratch");
-  mr_ = std::move(*mr);
-  cap_ = cap;
-  return Status();
-}
-
-}  // namespace coll
-
 // ---- setup ---------------------------------------------------------------------------------
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -70,6 +49,12 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->n; }
 Status Communicator::status() const { return impl_->broken; }
+void Communicator::abort(std::string_view reason) { impl_->request_abort(reason); }
+Status Communicator::handle(std::span<const Completion> cs) {
+  impl_->abort_if_requested();
+  for (const Completion& c : cs) impl_->dispatch(c);
+  return impl_->broken;
+}
 
 Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o) {
   GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
@@ -111,6 +96,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
+  GW_RETURN_IF_ERROR(coll::notices_init(*impl));
   log::get("gw.coll")->debug(
       "coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
       "kernels {}",
@@ -126,11 +112,13 @@ std::string Communicator::Impl::where(const Task& op) const {
 
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
                                         const CallOptions& call) {
+  abort_if_requested();
   if (!broken.ok()) {
     return Status(broken.code(),
                   "coll: communicator unusable after an earlier error (destroy "
                   "it and its Group): " +
-                      std::string(broken.message()));
+                      std::string(broken.message()))
+        .with_rank(broken.rank());
   }
   if (static_cast<unsigned>(dt) >= kNumDataTypes || static_cast<unsigned>(rop) >= kNumReduceOps)
     return Status(Code::kInvalidArgument, "coll: unknown dtype or reduce op");
@@ -252,38 +240,41 @@ namespace {
 uint64_t make_tag(uint32_t seq, uint32_t unit) {
   return kTagMagic | (uint64_t{seq & 0xFFFFFF} << 32) | unit;
 }
-uint64_t make_wr(int slot, uint32_t gen, bool is_send, uint32_t unit) {
-  return (uint64_t(slot) << 56) | (uint64_t{gen & 0xFFFFFF} << 32) | (uint64_t{is_send} << 31) |
-         (unit & 0x7FFFFFFFu);
-}
 }  // namespace
 
 Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_t len,
                                       uint32_t unit, uint32_t tag_unit) {
   const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
-  SendRequest r{buf, len, tag, make_wr(slot_of(op), op.gen, true, unit),
+  SendRequest r{buf, len, tag, coll::make_wr(slot_of(op), op.gen, true, unit),
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_send({&r, 1});
-  if (!k.ok()) return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer));
+  if (!k.ok()) {
+    return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer))
+        .with_rank(peer);
+  }
+  if (*k == 1) count_post(peer, true);
   return *k == 1;
 }
 
 Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len, uint32_t unit,
                                       uint32_t tag_unit) {
   const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
-  RecvRequest r{buf, len, tag, make_wr(slot_of(op), op.gen, false, unit),
+  RecvRequest r{buf, len, tag, coll::make_wr(slot_of(op), op.gen, false, unit),
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_recv({&r, 1});
   if (!k.ok()) {
-    return k.status().with_context(where(op) + ": receive from rank " + std::to_string(peer));
+    return k.status()
+        .with_context(where(op) + ": receive from rank " + std::to_string(peer))
+        .with_rank(peer);
   }
+  if (*k == 1) count_post(peer, false);
   return *k == 1;
 }
 
 Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void* buf,
                                           size_t len, uint32_t tag) {
   const uint64_t t = kP2pTagMagic | tag;
-  const uint64_t wr = make_wr(slot_of(op), op.gen, is_send, 0);
+  const uint64_t wr = coll::make_wr(slot_of(op), op.gen, is_send, 0);
   const MemoryRegion* mr = mr_for(op, buf, len);
   Result<size_t> k = size_t{0};
   if (is_send) {
@@ -294,7 +285,8 @@ Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void
     k = peer < 0 ? group.transport().post_recv_any({&r, 1})
                  : group.endpoint(peer).post_recv({&r, 1});
   }
-  if (!k.ok()) return k.status().with_context(where(op));
+  if (!k.ok()) return k.status().with_context(where(op)).with_rank(peer);
+  if (*k == 1) count_post(peer, is_send);
   return *k == 1;
 }
 
@@ -360,20 +352,8 @@ void Communicator::Impl::fail(Task& op, Status st) {
   fail_all(st);
 }
 
-void Communicator::Impl::fail_all(const Status& st) {
-  if (broken.ok()) {
-    broken = st;
-    log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
-  }
-  for (auto& o : ops) {
-    if (o.active && !o.done) {
-      o.status = st;
-      o.done = true;
-    }
-  }
-}
-
 void Communicator::Impl::dispatch(const Completion& c) {
+  if (coll::notices_on_completion(*this, c)) return;
   if (c.op == gw::Op::kEndpointError) {
     // Not a failure by itself: a peer that finished its part closes, and the messages it sent
     // stay receivable. What cannot complete fails on its own: the endpoint fails its pending
@@ -417,7 +397,8 @@ void Communicator::Impl::dispatch(const Completion& c) {
                           "collectives in the same order with the same count, dtype and op"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why));
+      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
+                   .with_rank(static_cast<int>(c.peer_id)));
     }
     return;
   }
@@ -463,21 +444,8 @@ Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc
                     " but this rank called " + coll::describe(op.desc) + kSameCall);
 }
 
-void Communicator::Impl::check_deadlines() {
-  for (auto& op : ops) {
-    if (op.active && !op.done && op.deadline.expired()) {
-      fail(op, Status(Code::kTimeout,
-                      where(op) + ": not finished before its deadline (messages sent " +
-                          std::to_string(op.sends_done) + "/" + std::to_string(op.sends_total) +
-                          ", received " + std::to_string(op.recvs_done) + "/" +
-                          std::to_string(op.recvs_total) +
-                          "); a peer may have stopped, be stuck, or called another collective"));
-      return;
-    }
-  }
-}
-
 Status Communicator::Impl::poll_once(Nanos wait) {
+  abort_if_requested();
   auto& cq = group.transport().cq();
   auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);
   if (!r.ok() && r.status().code() != Code::kTimeout) {
@@ -500,9 +468,12 @@ Status Communicator::wait(CollHandle h, Nanos timeout) {
   for (;;) {
     if (op.done) {
       op.active = false;
+      if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
       return op.status;
     }
+    // 50 ms: a blocked wait sees abort() that soon; past the deadline, the timeout phase.
     Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
+    if (op.deadline.expired()) w = std::min(dl.remaining(), Nanos(Millis(10)));
     if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
     if (!op.done && dl.expired()) {
       return Status(Code::kTimeout, im.where(op) + ": still running after " +

@@ -14,8 +14,19 @@
 /// call on device buffers is finished (wait() returns) only once its results are in device
 /// memory (copies and kernels done), so a barrier after it orders device state as well; the
 /// barrier itself takes no buffers.
-/// After an error (a failed peer, a timeout, a mismatch) the communicator is broken: every
-/// later call returns that first error. Destroy it (before its Group) and build a new Group.
+/// After an error (a failed peer, a timeout, a mismatch, an abort) the communicator is broken:
+/// every later call returns that first error. Destroy it (before its Group) and build a new
+/// Group.
+///
+/// Failures reach every rank, naming the culprit (lib/coll/coll_notice.h): a rank that breaks
+/// on its own sends every peer a failure notice (origin rank, code, reason) over the
+/// transport; a rank broken by a notice reports the notice's culprit, not the rank that told
+/// it. The culprit is a field, Status::rank() (-1 when unknown): the dead peer (RemoteError),
+/// the aborting rank (Aborted), the stopped peer (Timeout). At a deadline a rank does not fail
+/// at once: the ranks that are still alive tell each other whom they wait on for a grace of
+/// timeout/4 (0.1 s to 0.5 s), then each names the ranks waited on that said nothing — so
+/// a Timeout comes at most 0.5 s after the deadline and names the stopped rank on every
+/// survivor.
 ///
 /// Contract (tests/coll/test_coll_contract.cc):
 /// - In place, as NCCL: allreduce send == recv; reduce-scatter recv == send + rank * recv_count
@@ -33,11 +44,13 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "gw_coll_types.h"
 #include "gw_group.h"
 #include "gw_status.h"
 #include "gw_time.h"
+#include "gw_transport.h"
 
 namespace gw {
 
@@ -147,8 +160,24 @@ class Communicator {
   Status broadcast(void* buf, size_t count, DataType dt, int root, const CallOptions& call = {});
   Status barrier(const CallOptions& call = {});
 
-  /// OK, or the first error that broke this communicator.
+  /// OK, or the first error that broke this communicator; its rank() names the culprit.
   Status status() const;
+
+  /// Abort: the one call that may come from any thread, also while another thread is inside a
+  /// call on this communicator. The communicator breaks with Aborted (rank() = this rank):
+  /// the thread driving it sees the request within 50 ms (wait() polls that often) and every
+  /// call in flight returns Aborted; each peer gets a notice and its calls return Aborted
+  /// naming this rank (Status::rank()) as soon as it drives progress — within 200 ms when it
+  /// is blocked in wait(). With no thread inside a call, the next call (or the destructor)
+  /// carries it out. NCCL's ncclCommAbort, except that destruction stays the owner's.
+  /// @param reason put into every rank's error text.
+  void abort(std::string_view reason = {});
+
+  /// For an embedder that polls the Group's completion queue itself (the C API's
+  /// point-to-point calls): hand over the completions that are not its own (may be none) and
+  /// carry out a pending abort(). Same thread rules as wait().
+  /// @return status(): whether a notice, a failure or an abort broke the communicator.
+  Status handle(std::span<const Completion> completions);
   /// The algorithm Algo::kAuto picks for an allreduce of `bytes`.
   Algo choose_algo(size_t bytes) const;
 

@@ -25,6 +25,7 @@ enum class Code : uint8_t {
   kProtocolError,      ///< malformed or unexpected data on the wire
   kSystemError,        ///< a system call failed; errno is kept
   kInternal,           ///< a bug in gradwire
+  kAborted,            ///< a rank aborted the communicator (Communicator::abort)
 };
 
 /// Name of a code, e.g. "Timeout".
@@ -45,12 +46,18 @@ class [[nodiscard]] Status {
   std::string to_string() const;
   /// A copy with "context: " put before the message; OK stays OK.
   Status with_context(std::string_view context) const;
+  /// The rank at fault (the peer that failed, stopped or aborted), or -1 when unknown or not
+  /// about a peer. Kept by with_context().
+  int rank() const noexcept { return rep_ ? rep_->rank : -1; }
+  /// A copy naming `rank` as the one at fault; OK stays OK.
+  Status with_rank(int rank) const;
 
  private:
   struct Rep {
     Code code;
     int sys_errno;
     std::string message;
+    int rank = -1;
   };
   std::shared_ptr<const Rep> rep_;
 };

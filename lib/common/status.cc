@@ -26,6 +26,8 @@ const char* code_name(Code c) noexcept {
       return "SystemError";
     case Code::kInternal:
       return "Internal";
+    case Code::kAborted:
+      return "Aborted";
   }
   return "Unknown";
 }
@@ -36,7 +38,7 @@ Status::Status(Code code, std::string message, int sys_errno) {
     message += ": ";
     message += std::strerror(sys_errno);
   }
-  rep_ = std::make_shared<const Rep>(Rep{code, sys_errno, std::move(message)});
+  rep_ = std::make_shared<const Rep>(Rep{code, sys_errno, std::move(message), -1});
 }
 
 std::string_view Status::message() const noexcept {
@@ -52,7 +54,14 @@ Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
   Status s;
   s.rep_ = std::make_shared<const Rep>(
-      Rep{rep_->code, rep_->sys_errno, std::string(context) + ": " + rep_->message});
+      Rep{rep_->code, rep_->sys_errno, std::string(context) + ": " + rep_->message, rep_->rank});
+  return s;
+}
+
+Status Status::with_rank(int rank) const {
+  if (ok()) return *this;
+  Status s;
+  s.rep_ = std::make_shared<const Rep>(Rep{rep_->code, rep_->sys_errno, rep_->message, rank});
   return s;
 }
 

@@ -86,6 +86,7 @@ ncclResult_t fail(const Status& s) {
     case Code::kRemoteError:
     case Code::kTimeout:
     case Code::kProtocolError:
+    case Code::kAborted:
       return ncclRemoteError;
     case Code::kSystemError:
     case Code::kUnavailable:

@@ -5,12 +5,31 @@
 
 The transport comes from GW_TRANSPORT ("tcp" by default; "dpdk:vdev=net_memif0,role=auto,
 socket=/tmp/gw.sock" for memif between two processes; "rdma"). CPU tensors only.
+A failed call raises RuntimeError whose text names the culprit ("[failed rank 3]");
+failed_rank() gives it as a number, abort() breaks the group on every rank (any thread).
 """
 import torch.distributed as dist
 
+from . import _C
 from ._C import create_process_group
 
-__all__ = ["create_process_group"]
+__all__ = ["create_process_group", "failed_rank", "abort"]
+
+
+def _group(group):
+    return group if group is not None else dist.distributed_c10d._get_default_group()
+
+
+def failed_rank(group=None):
+    """The rank that the group's first failed call blamed (dead, stopped or aborting peer),
+    -1 when none was named."""
+    return _C.failed_rank(_group(group))
+
+
+def abort(group=None, reason=""):
+    """Abort the group: calls in flight on this rank and every peer fail within ~200 ms with
+    Aborted naming this rank. Callable from any thread; destroy the group afterwards."""
+    _C.abort(_group(group), reason)
 
 
 def _create(store, rank, size, timeout):

@@ -58,7 +58,12 @@ void Engine::submit(Job job) {
 }
 
 void Engine::complete(Active& a, Status st) {
-  if (a.status.ok() && !st.ok()) a.status = std::move(st);
+  if (st.ok()) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (error_.ok()) error_ = st;
+  }
+  if (a.status.ok()) a.status = std::move(st);
 }
 
 void Engine::post_pending(int& free) {

@@ -47,6 +47,14 @@ class Engine {
   /// Queue a job; its callbacks run on the engine's thread.
   void submit(Job job);
   const std::string& transport_name() const { return transport_name_; }
+  /// Abort the communicator (any thread): what runs fails at once, every peer's within
+  /// ~200 ms, naming this rank (Communicator::abort).
+  void abort(std::string_view reason) { comm_->abort(reason); }
+  /// OK, or the first error a job failed with; its rank() is the culprit (any thread).
+  Status error() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
   /// Whether waiters may look for completion briefly before sleeping: only when the ranks
   /// (counted as if all were on this host) do not outnumber the CPUs.
   bool spin() const { return spin_; }
@@ -77,11 +85,12 @@ class Engine {
   Nanos timeout_{0};
   bool spin_ = false;
 
-  std::mutex mu_;  // guards queue_ and stop_
+  mutable std::mutex mu_;  // guards queue_, stop_ and error_
   std::condition_variable cv_;
   std::deque<Job> queue_;
   std::atomic<bool> queued_{false};  // a hint read without mu_ while the thread idles briefly
   bool stop_ = false;
+  Status error_;
 
   // Engine thread only.
   std::deque<std::unique_ptr<Active>> active_;

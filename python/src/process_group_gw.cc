@@ -88,7 +88,16 @@ bool WorkGW::wait(std::chrono::milliseconds timeout) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   while (spin_ && !future_->completed() && std::chrono::steady_clock::now() < end)
     std::this_thread::yield();
-  return c10d::Work::wait(timeout);
+  try {
+    return c10d::Work::wait(timeout);
+  } catch (...) {
+    if (!isCompleted()) {  // timed out (not the op's own error): the peers must learn too
+      if (auto e = engine_.lock())
+        e->abort(std::string("Work.wait() on ") + op_ + " timed out after " +
+                 std::to_string(timeout.count()) + " ms");
+    }
+    throw;
+  }
 }
 
 void WorkGW::complete(const Status& st) {
@@ -97,8 +106,10 @@ void WorkGW::complete(const Status& st) {
     finish();
     return;
   }
+  // The culprit is also a field: ProcessGroupGW.failed_rank() (gradwire.failed_rank()).
+  std::string rank = st.rank() >= 0 ? " [failed rank " + std::to_string(st.rank()) + "]" : "";
   auto e = std::make_exception_ptr(
-      std::runtime_error(std::string("gradwire ") + op_ + ": " + st.to_string()));
+      std::runtime_error(std::string("gradwire ") + op_ + ": " + st.to_string() + rank));
   future_->setError(e);
   finish(e);
 }
@@ -118,6 +129,7 @@ ProcessGroupGW::ProcessGroupGW(const c10::intrusive_ptr<c10d::Store>& store, int
 
 c10::intrusive_ptr<WorkGW> ProcessGroupGW::submit(c10::intrusive_ptr<WorkGW> w, Job job) {
   w->spin_ = engine_->spin();
+  w->engine_ = engine_;
   job.done = [w](const Status& st) { w->complete(st); };
   engine_->submit(std::move(job));
   return w;
@@ -144,4 +156,25 @@ PYBIND11_MODULE(_C, m) {
       "Make the process group (torch.distributed calls it through register_backend). "
       "transport: a gradwire spec (\"tcp\", \"dpdk:vdev=net_memif0,role=auto,socket=...\"); "
       "empty: $GW_TRANSPORT, else tcp.");
+  auto gw_pg = [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+    auto* g = dynamic_cast<ProcessGroupGW*>(pg.get());
+    TORCH_CHECK(g, "not a gradwire process group: ", pg->getBackendName());
+    return g;
+  };
+  m.def(
+      "failed_rank",
+      [gw_pg](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+        return gw_pg(pg)->failed_rank();
+      },
+      py::arg("group"),
+      "The rank the group's first failed call blamed (a dead, stopped or aborting peer); -1 "
+      "when none was named or nothing failed.");
+  m.def(
+      "abort",
+      [gw_pg](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& reason) {
+        gw_pg(pg)->abort(reason);
+      },
+      py::arg("group"), py::arg("reason") = "", py::call_guard<py::gil_scoped_release>(),
+      "Abort the group from any thread: calls in flight here and on every peer fail within "
+      "~200 ms, naming this rank. Destroy the group afterwards.");
 }

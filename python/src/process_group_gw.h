@@ -29,6 +29,9 @@ class WorkGW final : public c10d::Work {
 
   int source_ = -1;    ///< written by the engine thread before complete()
   bool spin_ = false;  ///< wait() looks before sleeping (Engine::spin())
+  /// A wait() that times out aborts the engine's communicator (while it lives): the peers
+  /// blocked with this rank learn at once, as NCCL's watchdog aborts a timed-out communicator.
+  std::weak_ptr<Engine> engine_;
 
  private:
   const char* op_;
@@ -43,6 +46,10 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
                  std::chrono::milliseconds timeout, std::string spec);
   const std::string getBackendName() const override { return "gradwire"; }
   const std::string& transport_name() const { return engine_->transport_name(); }
+  /// Abort (any thread): every call in flight here and on the peers fails, naming this rank.
+  void abort(const std::string& reason) { engine_->abort(reason); }
+  /// The rank a failed call blamed (dead, stopped or aborting peer), -1 if none or no error.
+  int failed_rank() const { return engine_->error().rank(); }
 
   using Tensors = std::vector<at::Tensor>;
   using TensorLists = std::vector<std::vector<at::Tensor>>;
@@ -73,7 +80,7 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
   /// (they are called in the same order), apart from user tags (top bit set).
   uint32_t internal_tag() { return 0x80000000u | (internal_seq_++ & 0x7FFFFFFFu); }
 
-  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<Engine> engine_;
   uint32_t internal_seq_ = 0;
 };
 

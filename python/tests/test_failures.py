@@ -1,7 +1,9 @@
-"""A killed rank: every survivor's next collective raises within the timeout, naming a peer."""
+"""A killed rank: every survivor's next collective raises within the timeout, naming the dead
+rank (in the text and as gradwire.failed_rank()); gradwire.abort() from another thread."""
 import datetime
 import os
 import tempfile
+import threading
 import time
 
 import torch
@@ -12,7 +14,7 @@ TIMEOUT_S = 10
 
 
 def rank_main(rank, n, tmpdir, q):
-    import gradwire  # noqa: F401
+    import gradwire
     dist.init_process_group("gradwire", init_method="file://" + os.path.join(tmpdir, "s"),
                             rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=TIMEOUT_S))
@@ -29,7 +31,7 @@ def rank_main(rank, n, tmpdir, q):
             dist.all_reduce(torch.ones(1 << 16))
         q.put((rank, "no error", 0.0))
     except RuntimeError as e:
-        q.put((rank, str(e), time.monotonic() - start))
+        q.put((rank, str(e), time.monotonic() - start, gradwire.failed_rank()))
 
 
 def test_killed_rank_fails_survivors_within_timeout():
@@ -43,8 +45,50 @@ def test_killed_rank_fails_survivors_within_timeout():
         got = [q.get(timeout=120) for _ in range(n - 1)]
         for p in ps:
             p.join(30)
-    for rank, msg, took in got:
+    for rank, msg, took, culprit in got:
         assert "gradwire allreduce" in msg and "rank " in msg, f"rank {rank}: {msg}"
         assert took < TIMEOUT_S + 5, f"rank {rank} took {took:.1f} s: {msg}"
-    # At least the dead rank's neighbours name it.
-    assert any(f"rank {n - 1}" in msg for _, msg, _ in got), got
+        # Every survivor names the dead rank: its neighbours saw it go, the others were told.
+        assert culprit == n - 1 and f"[failed rank {n - 1}]" in msg, f"rank {rank}: {msg}"
+
+
+def abort_main(rank, n, tmpdir, q):
+    import gradwire
+    dist.init_process_group("gradwire", init_method="file://" + os.path.join(tmpdir, "s"),
+                            rank=rank, world_size=n,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    dist.barrier()
+    if rank == 0:  # never joins the allreduce; another thread aborts the group instead
+        threading.Timer(0.5, gradwire.abort, kwargs={"reason": "test abort"}).start()
+        t = torch.zeros(4)
+        work = dist.irecv(t, src=1, tag=5)
+        start = time.monotonic()
+        try:
+            work.wait()
+            q.put((rank, "no error", 0.0, -1))
+        except RuntimeError as e:
+            q.put((rank, str(e), time.monotonic() - start, gradwire.failed_rank()))
+        return
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(16))
+        q.put((rank, "no error", 0.0, -1))
+    except RuntimeError as e:
+        q.put((rank, str(e), time.monotonic() - start, gradwire.failed_rank()))
+
+
+def test_abort_from_another_thread_ends_every_rank():
+    n = 3
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with tempfile.TemporaryDirectory() as d:
+        ps = [ctx.Process(target=abort_main, args=(r, n, d, q)) for r in range(n)]
+        for p in ps:
+            p.start()
+        got = [q.get(timeout=120) for _ in range(n)]
+        for p in ps:
+            p.join(30)
+    for rank, msg, took, culprit in got:
+        assert "Aborted" in msg and "test abort" in msg, f"rank {rank}: {msg}"
+        assert culprit == 0, f"rank {rank}: {msg}"
+        assert took < 3, f"rank {rank} took {took:.1f} s: {msg}"

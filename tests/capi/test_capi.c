@@ -5,12 +5,15 @@
  *   p2p     3 ranks: ring exchange, any-source, truncation, p2p/collective exclusion
  *   rdzv    2 ranks joined through file-backed rendezvous callbacks, allreduce
  *   faults  2 ranks: mismatched dtypes fail on both; a dead peer fails the survivor quickly
+ *   abort   3 ranks: gw_comm_abort from another thread ends every rank's blocked call
  *   errors  1 process: version, NULL and bad arguments, rendezvous timeout; error texts */
 #define _POSIX_C_SOURCE 200809L
 #include <gradwire.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capi_test_util.h"
@@ -250,9 +253,49 @@ static int faults(int rank, int n, void* arg) {
   double took = now_ms() - t0;
   CHECK(rank, st == GW_ERR_REMOTE || st == GW_ERR_TIMEOUT);
   CHECK(rank, HAS("rank 1") && HAS("gw_allreduce [rank 0/2]"));
+  CHECK(rank, gw_last_error_rank() == 1); /* the culprit as a number, too */
   CHECK(rank, took < 9000); /* before the 10 s timeout: the close is seen, not waited out */
   fprintf(stderr, "rank 0: dead peer reported after %.0f ms: %s\n", took, gw_last_error());
   CHECK(rank, gw_send(c, x, 4, 1, 1) != GW_OK);
+  CHECK_OK(rank, gw_comm_destroy(c));
+  return 0;
+}
+
+/* ---- abort ---------------------------------------------------------------------------- */
+
+static void* abort_later(void* c) {
+  struct timespec ts = {0, 300 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  gw_comm_abort((gw_comm_t*)c, "test abort");
+  return NULL;
+}
+
+/* Ranks 1 and 2 block in an allreduce rank 0 never joins; rank 0 blocks in a receive no one
+ * sends, and its second thread aborts after 300 ms: every rank returns GW_ERR_ABORTED
+ * naming rank 0, long before the 20 s timeout. */
+static int abort_case(int rank, int n, void* arg) {
+  float x[16] = {0};
+  pthread_t th;
+  (void)n;
+  (void)arg;
+  gw_comm_t* c = join_env(rank);
+  CHECK(rank, c != NULL);
+  CHECK_OK(rank, gw_barrier(c));
+  double t0 = now_ms();
+  gw_status_t st;
+  if (rank == 0) {
+    CHECK(rank, pthread_create(&th, NULL, abort_later, c) == 0);
+    st = gw_recv(c, x, sizeof x, 1, 9, NULL, NULL);
+    pthread_join(th, NULL);
+  } else {
+    st = gw_allreduce(c, x, x, 16, GW_FLOAT32, GW_SUM);
+  }
+  double took = now_ms() - t0;
+  fprintf(stderr, "rank %d: returned after %.0f ms: %s\n", rank, took, gw_last_error());
+  CHECK(rank, st == GW_ERR_ABORTED && HAS("test abort"));
+  CHECK(rank, gw_last_error_rank() == 0);
+  CHECK(rank, took < 300 + 1000); /* 200 ms after the abort, and the ranks' start skew */
+  CHECK(rank, gw_barrier(c) == GW_ERR_ABORTED && gw_last_error_rank() == 0);
   CHECK_OK(rank, gw_comm_destroy(c));
   return 0;
 }
@@ -264,8 +307,8 @@ static int errors(const char* dir) {
   gw_transport_t* t = NULL;
   CHECK(me, gw_transport_open("tcp", &t) == GW_ERR_INVALID_ARGUMENT && HAS("gw_init"));
   CHECK(me, gw_init(GW_API_VERSION + (1u << 16)) == GW_ERR_NOT_SUPPORTED);
-  CHECK(me, HAS("gw_init") && HAS("C API 2.0") && HAS("implements 1.0"));
-  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.1"));
+  CHECK(me, HAS("gw_init") && HAS("C API 2.1") && HAS("implements 1.1"));
+  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.2"));
   CHECK_OK(me, gw_init(GW_API_VERSION));
   CHECK(me, gw_last_error()[0] == '\0' && gw_api_version() == GW_API_VERSION);
   CHECK(me, strcmp(gw_status_name(GW_ERR_TIMEOUT), "Timeout") == 0);
@@ -356,7 +399,7 @@ int main(int argc, char** argv) {
   char dir[256];
   int rc = 2;
   if (argc != 2 || make_temp_dir(dir, sizeof dir) != 0) {
-    fprintf(stderr, "usage: test_capi colls|p2p|rdzv|faults|errors\n");
+    fprintf(stderr, "usage: test_capi colls|p2p|rdzv|faults|abort|errors\n");
     return 2;
   }
   const char* k = argv[1];
@@ -364,6 +407,7 @@ int main(int argc, char** argv) {
   if (strcmp(k, "p2p") == 0) rc = run_ranks(3, p2p, NULL, 40);
   if (strcmp(k, "rdzv") == 0) rc = run_ranks(2, rdzv, dir, 40);
   if (strcmp(k, "faults") == 0) rc = run_ranks(2, faults, dir, 40);
+  if (strcmp(k, "abort") == 0) rc = run_ranks(3, abort_case, NULL, 40);
   if (strcmp(k, "errors") == 0) rc = errors(dir);
   rm_tree(dir);
   printf("capi %s: %s\n", k, rc == 0 ? "ok" : rc == 2 ? "unknown case" : "FAILED");

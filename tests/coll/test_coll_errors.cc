@@ -102,6 +102,7 @@ TEST(CollErrors, DeadRankFailsEveryOtherRankWithinTimeout) {
       // Names the peer that left: the victim, or a neighbour that already failed and left.
       if (s.code() == Code::kRemoteError) {
         EXPECT_NE(s.message().find("rank "), std::string_view::npos) << s.to_string();
+        EXPECT_EQ(s.rank(), victim) << s.to_string();  // a notice names it, not the neighbour
       }
       EXPECT_LT(secs[static_cast<size_t>(r)], 4.0 + 2.0) << "rank " << r << ": " << s.to_string();
     }
@@ -124,6 +125,7 @@ TEST(CollErrors, RankThatNeverCallsGivesTimeout) {
   });
   EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
   EXPECT_NE(st.message().find("allreduce"), std::string_view::npos) << st.to_string();
+  EXPECT_EQ(st.rank(), 1) << st.to_string();  // the rank it waited on, which said nothing
 }
 
 TEST(CollErrors, BadArguments) {

@@ -37,8 +37,18 @@ TEST(Status, CopiesShareTheSameError) {
   EXPECT_EQ(a.message().data(), b.message().data());
 }
 
+TEST(Status, RankIsKeptByContext) {
+  Status a(Code::kRemoteError, "rank 2 failed");
+  EXPECT_EQ(a.rank(), -1);
+  Status b = a.with_rank(2).with_context("coll");
+  EXPECT_EQ(b.rank(), 2);
+  EXPECT_EQ(b.code(), Code::kRemoteError);
+  EXPECT_EQ(b.message(), "coll: rank 2 failed");
+  EXPECT_TRUE(Status().with_rank(3).ok());
+}
+
 TEST(Status, AllCodesHaveNames) {
-  for (int c = 0; c <= static_cast<int>(Code::kInternal); ++c)
+  for (int c = 0; c <= static_cast<int>(Code::kAborted); ++c)
     EXPECT_STRNE(code_name(static_cast<Code>(c)), "Unknown");
 }
 

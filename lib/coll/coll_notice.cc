@@ -1,0 +1,291 @@
+// Failure notices, abort and the timeout's search for the stopped rank (coll_notice.h), and
+// the communicator's error paths that use them: fail_all, check_deadlines.
+#include "coll_notice.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "log.h"
+
+namespace gw {
+namespace {
+
+using coll::Notice;
+using coll::Notices;
+using coll::Task;
+
+constexpr uint64_t kNoticeTag = 0xC3ull << 56;  // coll: 0xC0, point-to-point: 0xC1
+constexpr uint32_t kNoticeSlot = 0xFE;          // wr_id slot of notices (no Task has it)
+constexpr Nanos kFlush = Millis(200);           // a failing rank waits this for its notices
+std::atomic<uint32_t> g_instance{0};            // tells a communicator's notices from an earlier one's
+
+std::string ranks_text(uint64_t mask) {
+  std::string s;
+  for (int r = 0; r < 64; ++r) {
+    if (!(mask >> r & 1)) continue;
+    s += s.empty() ? "rank " : ", ";
+    s += std::to_string(r);
+  }
+  return s.empty() ? "no rank" : s;
+}
+
+int lowest(uint64_t mask) {
+  for (int r = 0; r < 64; ++r)
+    if (mask >> r & 1) return r;
+  return -1;
+}
+
+// Grace period of the timeout phase: long enough for every survivor's report to arrive (their
+// deadlines differ by the skew of their starts), short beside the timeout itself.
+Nanos grace(Nanos timeout) { return std::clamp<Nanos>(timeout / 4, Millis(100), Millis(500)); }
+
+}  // namespace
+
+namespace coll {
+
+// Notices of a destroyed communicator whose receives are still posted (the transport cannot
+// take them back): kept, so a late notice lands in memory that is still there.
+static std::vector<std::unique_ptr<Notices>>* parked() {
+  static auto* v = new std::vector<std::unique_ptr<Notices>>();
+  return v;
+}
+
+static bool post_notice_recv(Communicator::Impl& im, int i) {
+  Notices& nt = *im.notices;
+  RecvRequest r{nt.slot(i), sizeof(Notice), kNoticeTag,
+                make_wr(kNoticeSlot, im.notice_id, false, static_cast<uint32_t>(i)),
+                im.needs_mr ? nt.buf.mr() : nullptr};
+  auto k = im.group.transport().post_recv_any({&r, 1});
+  if (!k.ok() || *k != 1) return false;
+  ++nt.posted;
+  return true;
+}
+
+Status notices_init(Communicator::Impl& im) {
+  im.notices = std::make_unique<Notices>();
+  im.notice_id = g_instance.fetch_add(1, std::memory_order_relaxed) & 0xFFFFFF;
+  Notices& nt = *im.notices;
+  nt.pend_from.assign(static_cast<size_t>(im.n), 0);
+  nt.pend_to.assign(static_cast<size_t>(im.n), 0);
+  if (im.n == 1) return Status();
+  GW_RETURN_IF_ERROR(nt.buf.ensure(im.group.transport(), (Notices::kRecvs + 2) * sizeof(Notice)));
+  std::memset(nt.buf.data(), 0, (Notices::kRecvs + 2) * sizeof(Notice));
+  for (int i = 0; i < Notices::kRecvs; ++i) {
+    if (!post_notice_recv(im, i)) {
+      log::get("gw.coll")->debug("coll: rank {}: {} failure-notice receives posted", im.rank, i);
+      break;
+    }
+  }
+  return Status();
+}
+
+// What a notice tells the rank that receives it.
+static Status notice_status(const Communicator::Impl& im, const Notice& m) {
+  const std::string text(m.text, strnlen(m.text, sizeof(m.text)));
+  const std::string me = " (rank " + std::to_string(im.rank) + " of " + std::to_string(im.n) + ")";
+  const Code code = m.code > 0 && m.code <= static_cast<uint8_t>(Code::kAborted)
+                        ? static_cast<Code>(m.code)
+                        : Code::kRemoteError;
+  if (code == Code::kAborted) return Status(code, text + me).with_rank(m.culprit);
+  std::string head = "coll: ";
+  if (m.culprit >= 0 && m.culprit != m.sender) {
+    head += "rank " + std::to_string(m.culprit) + " failed, as rank " + std::to_string(m.sender) +
+            " found";
+  } else {
+    head += "rank " + std::to_string(m.sender) + " failed";
+  }
+  return Status(code, head + me + ": " + text).with_rank(m.culprit);
+}
+
+bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
+  Notices& nt = *im.notices;
+  const uint32_t slot = static_cast<uint32_t>(c.wr_id >> 56);
+  const bool is_send = (c.wr_id >> 31) & 1;
+  if (slot != kNoticeSlot) {  // a collective's or a send/receive's: count it per peer
+    if (c.op != Op::kEndpointError && c.peer_id < nt.pend_from.size()) {
+      uint32_t& p = (is_send ? nt.pend_to : nt.pend_from)[c.peer_id];
+      if (p) --p;
+    }
+    return false;
+  }
+  if (((c.wr_id >> 32) & 0xFFFFFF) != im.notice_id) return true;  // an earlier communicator's
+  if (is_send) {
+    if (nt.sends_pending) --nt.sends_pending;
+    return true;
+  }
+  --nt.posted;
+  const int i = static_cast<int>(c.wr_id & 0x7FFFFFFF);
+  if (c.code != Code::kOk || i >= Notices::kRecvs) return true;
+  Notice m;
+  std::memcpy(&m, nt.slot(i), sizeof(m));
+  if (c.len != sizeof(Notice) || m.magic != Notice::kMagic || m.sender < 0 || m.sender >= im.n) {
+    (void)post_notice_recv(im, i);
+    return true;
+  }
+  if (!im.broken.ok()) return true;  // the first error stands
+  if (m.kind == Notice::kReport) {
+    nt.reported |= m.sender < 64 ? uint64_t{1} << m.sender : 0;
+    nt.waited |= m.waiting;
+    (void)post_notice_recv(im, i);
+    if (!nt.suspect) im.start_suspect();
+    return true;
+  }
+  im.fail_all(notice_status(im, m), /*tell_peers=*/false);
+  return true;
+}
+
+}  // namespace coll
+
+Communicator::Impl::Impl(Group& g) : group(g) {}
+
+Communicator::Impl::~Impl() {
+  if (!notices) return;
+  abort_if_requested();  // requested while no thread drove the communicator
+  if (notices->sends_pending) flush_notices();
+  if (notices->posted > 0) coll::parked()->push_back(std::move(notices));
+}
+
+void Communicator::Impl::count_post(int peer, bool is_send) {
+  if (peer >= 0) ++(is_send ? notices->pend_to : notices->pend_from)[static_cast<size_t>(peer)];
+}
+
+void Communicator::Impl::send_notice(int slot, const Notice& m) {
+  Notices& nt = *notices;
+  std::memcpy(nt.slot(slot), &m, sizeof(m));
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    SendRequest r{nt.slot(slot), sizeof(Notice), kNoticeTag,
+                  coll::make_wr(kNoticeSlot, notice_id, true, static_cast<uint32_t>(slot)),
+                  needs_mr ? nt.buf.mr() : nullptr};
+    auto k = group.endpoint(p).post_send({&r, 1});  // a dead peer's refusal is expected
+    if (k.ok() && *k == 1) ++nt.sends_pending;
+  }
+}
+
+void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
+  if (broken.ok()) {
+    broken = st;
+    log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
+    if (tell_peers && n > 1 && !notices->sent_failure) {
+      notices->sent_failure = true;
+      Notice m;
+      m.kind = Notice::kFailed;
+      m.code = static_cast<uint8_t>(st.code());
+      m.culprit = st.rank();
+      m.sender = rank;
+      const auto msg = st.message();
+      std::memcpy(m.text, msg.data(), std::min(msg.size(), sizeof(m.text) - 1));
+      send_notice(Notices::kRecvs + 1, m);
+    }
+  }
+  for (auto& o : ops) {
+    if (o.active && !o.done) {
+      o.status = st;
+      o.done = true;
+    }
+  }
+}
+
+void Communicator::Impl::flush_notices() {
+  if (notices->flushed || broken.ok()) return;  // a failed receive alone tells no one
+  notices->flushed = true;
+  Deadline dl(kFlush);
+  while (notices->sends_pending > 0 && !dl.expired()) {
+    auto r = group.transport().cq().wait(comps, Millis(5));
+    if (!r.ok() && r.status().code() != Code::kTimeout) return;
+    for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
+  }
+}
+
+void Communicator::Impl::request_abort(std::string_view reason) {
+  Notices& nt = *notices;
+  std::lock_guard<std::mutex> l(nt.abort_mu);
+  if (nt.abort_state.load(std::memory_order_relaxed) != 0) return;
+  nt.abort_reason = reason.empty() ? std::string("no reason given") : std::string(reason);
+  nt.abort_state.store(1, std::memory_order_release);
+}
+
+void Communicator::Impl::abort_if_requested() {
+  Notices& nt = *notices;
+  if (nt.abort_state.load(std::memory_order_acquire) != 1) return;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> l(nt.abort_mu);
+    why = nt.abort_reason;
+    nt.abort_state.store(2, std::memory_order_relaxed);
+  }
+  fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(rank) + " of " +
+                                      std::to_string(n) + " aborted the communicator: " + why)
+               .with_rank(rank));
+  flush_notices();
+}
+
+uint64_t Communicator::Impl::waiting_mask() const {
+  uint64_t m = 0;
+  for (int p = 0; p < std::min(n, 64); ++p) {
+    if (notices->pend_from[static_cast<size_t>(p)] || notices->pend_to[static_cast<size_t>(p)])
+      m |= uint64_t{1} << p;
+  }
+  return m;
+}
+
+void Communicator::Impl::start_suspect() {
+  Notices& nt = *notices;
+  nt.suspect = true;
+  nt.grace_end = Clock::now() + grace(timeout);
+  if (nt.sent_report || n == 1) return;
+  nt.sent_report = true;
+  Notice m;
+  m.kind = Notice::kReport;
+  m.code = static_cast<uint8_t>(Code::kTimeout);
+  m.sender = rank;
+  m.waiting = waiting_mask();
+  send_notice(Notices::kRecvs, m);
+}
+
+void Communicator::Impl::check_deadlines() {
+  Notices& nt = *notices;
+  const Task* late = nullptr;
+  for (auto& op : ops) {
+    if (op.active && !op.done && op.deadline.expired()) {
+      late = &op;
+      break;
+    }
+  }
+  if (!nt.suspect) {
+    if (!late) return;
+    start_suspect();
+  }
+  if (Clock::now() < nt.grace_end || !broken.ok()) return;
+  // Culprits: ranks someone waits on that did not report; else any silent rank; else the
+  // ones this rank waits on (every rank reported: they wait on each other, e.g. mismatched
+  // point-to-point calls).
+  const uint64_t self = rank < 64 ? uint64_t{1} << rank : 0;
+  const uint64_t all = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  const uint64_t mine = waiting_mask();
+  const uint64_t silent = all & ~nt.reported & ~self;
+  uint64_t culprits = (nt.waited | mine) & silent;
+  if (!culprits) culprits = silent;
+  if (!culprits) culprits = mine;
+  const Task* op = late;
+  for (auto& o : ops) {
+    if (!op && o.active && !o.done) op = &o;
+  }
+  std::string what = op ? where(*op) : "coll: rank " + std::to_string(rank);
+  if (op) {
+    what += " (messages sent " + std::to_string(op->sends_done) + "/" +
+            std::to_string(op->sends_total) + ", received " + std::to_string(op->recvs_done) +
+            "/" + std::to_string(op->recvs_total) + ")";
+  }
+  what += late ? ": not finished before its deadline" : ": a peer timed out";
+  what += "; waiting on " + ranks_text(mine) + "; " +
+          (nt.reported ? ranks_text(nt.reported) + " timed out too and reported; "
+                       : std::string("no other rank reported a timeout; ")) +
+          ranks_text(culprits) +
+          (culprits & silent ? " did not: stopped, stuck, or busy outside the communicator"
+                             : " (every rank reported: they wait on each other, or on calls "
+                               "that were never made)");
+  fail_all(Status(Code::kTimeout, what).with_rank(lowest(culprits)));
+}
+
+}  // namespace gw
