@@ -225,7 +225,15 @@ struct Communicator::Impl {
   /// Break the communicator with `st` (the first error stays) and fail every call in flight;
   /// `tell_peers`: send every peer a failure notice (not when `st` came from one).
   void fail_all(const Status& st, bool tell_peers = true);
-  /// Deadlines: the timeout phase (coll_notice.h), then the Timeout naming the culprits.
+  /// A refused post to `peer`: RemoteError naming it when its endpoint has failed (every
+  /// driver alike: tcp says RemoteError, rdma Unavailable), else `st` in context.
+  Status post_error(const Status& st, int peer, const std::string& what) const;
+  /// A peer's request failed: fail with `st` after a short settle time, unless a notice
+  /// naming the origin arrives first (a neighbour that quit on a notice closes its
+  /// connections about when the origin's notice arrives here).
+  void peer_failed(Status st);
+  /// Deadlines: the timeout phase (coll_notice.h), then the Timeout naming the culprits;
+  /// and the end of a peer failure's settle time.
   void check_deadlines();
   /// Enter the timeout phase: report whom this rank waits on to every peer (once).
   void start_suspect();

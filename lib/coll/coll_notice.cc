@@ -37,6 +37,10 @@ int lowest(uint64_t mask) {
 
 // Grace period of the timeout phase: long enough for every survivor's report to arrive (their
 // deadlines differ by the skew of their starts), short beside the timeout itself.
+// How long a peer's failure waits for a notice naming its origin: a notice sent as the
+// origin failed is on the wire by then (loopback and LAN round trips are far shorter).
+constexpr Nanos kSettle = Millis(50);
+
 Nanos grace(Nanos timeout) { return std::clamp<Nanos>(timeout / 4, Millis(100), Millis(500)); }
 
 }  // namespace
@@ -141,6 +145,7 @@ Communicator::Impl::Impl(Group& g) : group(g) {}
 Communicator::Impl::~Impl() {
   if (!notices) return;
   abort_if_requested();  // requested while no thread drove the communicator
+  if (!notices->settle.ok() && broken.ok()) fail_all(notices->settle);  // peers learn now
   if (notices->sends_pending) flush_notices();
   if (notices->posted > 0) coll::parked()->push_back(std::move(notices));
 }
@@ -243,8 +248,23 @@ void Communicator::Impl::start_suspect() {
   send_notice(Notices::kRecvs, m);
 }
 
+Status Communicator::Impl::post_error(const Status& st, int peer, const std::string& what) const {
+  if (peer < 0 || group.endpoint(peer).status().ok()) return st.with_context(what).with_rank(peer);
+  return Status(Code::kRemoteError, what + ": rank " + std::to_string(peer) + " failed: " +
+                                        st.to_string())
+      .with_rank(peer);
+}
+
+void Communicator::Impl::peer_failed(Status st) {
+  Notices& nt = *notices;
+  if (!broken.ok() || !nt.settle.ok()) return;  // the first error stands
+  nt.settle = std::move(st);
+  nt.settle_end = Clock::now() + kSettle;
+}
+
 void Communicator::Impl::check_deadlines() {
   Notices& nt = *notices;
+  if (!nt.settle.ok() && broken.ok() && Clock::now() >= nt.settle_end) fail_all(nt.settle);
   const Task* late = nullptr;
   for (auto& op : ops) {
     if (op.active && !op.done && op.deadline.expired()) {

@@ -249,8 +249,7 @@ Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_send({&r, 1});
   if (!k.ok()) {
-    return k.status().with_context(where(op) + ": send to rank " + std::to_string(peer))
-        .with_rank(peer);
+    return post_error(k.status(), peer, where(op) + ": send to rank " + std::to_string(peer));
   }
   if (*k == 1) count_post(peer, true);
   return *k == 1;
@@ -263,9 +262,7 @@ Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len,
                 mr_for(op, buf, len)};
   auto k = group.endpoint(peer).post_recv({&r, 1});
   if (!k.ok()) {
-    return k.status()
-        .with_context(where(op) + ": receive from rank " + std::to_string(peer))
-        .with_rank(peer);
+    return post_error(k.status(), peer, where(op) + ": receive from rank " + std::to_string(peer));
   }
   if (*k == 1) count_post(peer, false);
   return *k == 1;
@@ -285,7 +282,7 @@ Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void
     k = peer < 0 ? group.transport().post_recv_any({&r, 1})
                  : group.endpoint(peer).post_recv({&r, 1});
   }
-  if (!k.ok()) return k.status().with_context(where(op)).with_rank(peer);
+  if (!k.ok()) return post_error(k.status(), peer, where(op));
   if (*k == 1) count_post(peer, is_send);
   return *k == 1;
 }
@@ -397,8 +394,8 @@ void Communicator::Impl::dispatch(const Completion& c) {
                           "collectives in the same order with the same count, dtype and op"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-      fail(op, Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
-                   .with_rank(static_cast<int>(c.peer_id)));
+      peer_failed(Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
+                      .with_rank(static_cast<int>(c.peer_id)));
     }
     return;
   }
