@@ -48,10 +48,13 @@ Nanos grace(Nanos timeout) { return std::clamp<Nanos>(timeout / 4, Millis(100), 
 namespace coll {
 
 // Notices of a destroyed communicator whose receives are still posted (the transport cannot
-// take them back): kept, so a late notice lands in memory that is still there.
-static std::vector<std::unique_ptr<Notices>>* parked() {
+// take them back): kept, so a late notice lands in memory that is still there. Locked: ranks
+// of one process (threads) destroy their communicators at the same time.
+static void park(std::unique_ptr<Notices> nt) {
+  static std::mutex mu;
   static auto* v = new std::vector<std::unique_ptr<Notices>>();
-  return v;
+  std::lock_guard<std::mutex> l(mu);
+  v->push_back(std::move(nt));
 }
 
 static bool post_notice_recv(Communicator::Impl& im, int i) {
@@ -147,7 +150,7 @@ Communicator::Impl::~Impl() {
   abort_if_requested();  // requested while no thread drove the communicator
   if (!notices->settle.ok() && broken.ok()) fail_all(notices->settle);  // peers learn now
   if (notices->sends_pending) flush_notices();
-  if (notices->posted > 0) coll::parked()->push_back(std::move(notices));
+  if (notices->posted > 0) coll::park(std::move(notices));
 }
 
 void Communicator::Impl::count_post(int peer, bool is_send) {
