@@ -44,10 +44,26 @@ void TcpEndpoint::flush(Stream& s) {
         iov[niov++] = {const_cast<uint8_t*>(c.payload) + pdone, c.hdr.chunk_len - pdone};
     }
     if (niov == 0) return;  // progress comes back once the copy is done
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(niov);
-    ssize_t w = ::sendmsg(s.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w;
+    if (s.ssl) {
+      size_t wrote = 0;
+      std::string why;
+      const TlsIo io = tls_write(s.ssl.get(), iov, niov, s.tls_pack.get(), kTlsPack, &wrote, &why);
+      if (io == TlsIo::kError) {
+        fail(stream_error(s, ("failed TLS (" + why + ")").c_str(), 0));
+        return;
+      }
+      if (wrote == 0) {
+        s.writable = false;  // kWantWrite, or kWantRead (a key update): an event resumes it
+        return;
+      }
+      w = static_cast<ssize_t>(wrote);
+    } else {
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = static_cast<size_t>(niov);
+      w = ::sendmsg(s.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         s.writable = false;
@@ -86,7 +102,28 @@ void TcpEndpoint::flush(Stream& s) {
 
 // Reads up to n bytes; false when the stream has nothing more now (or failed).
 bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
-  ssize_t r = ::recv(s.fd.get(), dst, n, MSG_DONTWAIT);
+  ssize_t r;
+  if (s.ssl) {
+    // A short TLS read ends a record, not the socket's data: read until it wants more.
+    std::string why;
+    switch (tls_read(s.ssl.get(), dst, n, got, &why)) {
+      case TlsIo::kOk:
+        t_->counters_.bytes_received += *got;
+        return true;
+      case TlsIo::kWantRead:
+      case TlsIo::kWantWrite:
+        s.readable = false;
+        return false;
+      case TlsIo::kError:
+        fail(stream_error(s, ("failed TLS (" + why + ")").c_str(), 0));
+        return false;
+      case TlsIo::kClosed:
+        break;
+    }
+    r = 0;
+  } else {
+    r = ::recv(s.fd.get(), dst, n, MSG_DONTWAIT);
+  }
   if (r > 0) {
     *got = static_cast<size_t>(r);
     // A short read drained the socket; edge-triggered epoll reports the next arrival, so

@@ -18,11 +18,16 @@ TcpEndpoint::TcpEndpoint(TcpTransport* t, const ConnectParams& p, std::string re
   ext_.resize(kMaxInMsgs);
 }
 
-Status TcpEndpoint::attach(std::vector<Fd> fds) {
+Status TcpEndpoint::attach(std::vector<Fd> fds, std::vector<SslPtr> ssls) {
   const auto& o = t_->opts();
-  for (auto& fd : fds) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    Fd& fd = fds[i];
     GW_RETURN_IF_ERROR(configure_stream(fd.get(), o.sock));
     auto s = std::make_unique<Stream>();
+    if (i < ssls.size()) {
+      s->ssl = std::move(ssls[i]);
+      s->tls_pack.reset(new uint8_t[kTlsPack]);
+    }
     s->kind = PollItem::kStream;
     s->ep = this;
     s->txq.init(static_cast<size_t>(o.max_outstanding) + 1);

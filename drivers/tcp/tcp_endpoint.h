@@ -22,8 +22,9 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   Result<size_t> post_recv(std::span<const RecvRequest> reqs) override;
   Status status() const override { return core_.error(); }
 
-  /// Take ownership of connected sockets and join the transport's epoll set.
-  Status attach(std::vector<Fd> fds);
+  /// Take ownership of connected sockets (and their TLS sessions, when tcp.tls=on: one per
+  /// fd, handshake done) and join the transport's epoll set.
+  Status attach(std::vector<Fd> fds, std::vector<SslPtr> ssls);
 
   // --- data path (tcp_datapath.cc) ---
   void flush(Stream& s);
@@ -61,6 +62,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   };
   static constexpr int kMaxInMsgs = 128;
   static constexpr size_t kStageSize = 32 * 1024;
+  static constexpr size_t kTlsPack = 16 * 1024;   // one TLS record of small parts
   static constexpr uint64_t kLatencyMax = 16384;  // smaller messages stay on stream 0
   static constexpr int kMaxReadsPerPoll = 32;      // one busy stream must not starve others
 

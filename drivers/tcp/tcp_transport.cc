@@ -53,7 +53,10 @@ GW_REGISTER_DRIVER(
     {"tcp.staging_chunk_bytes", ConfigType::kInt, "524288",
      "CUDA device memory is staged through pinned host slots of this size"},
     {"tcp.staging_slots", ConfigType::kInt, "8",
-     "pinned staging slots per endpoint (send) and per transport (receive)"});
+     "pinned staging slots per endpoint (send) and per transport (receive)"},
+    {"tcp.tls", ConfigType::kString, "off",
+     "on: TLS 1.3 on every stream, keyed by the job's GW_AUTH_KEY (pre-shared key); "
+     "every rank must set it alike"});
 
 Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
   std::unique_ptr<TcpTransport> t(new TcpTransport());
@@ -80,6 +83,7 @@ Status TcpTransport::init(const Config& cfg) {
   const std::string iface = r.str("tcp.iface"), subnet = r.str("tcp.subnet");
   const std::string family = r.one_of("tcp.family", {"auto", "inet", "inet6"});
   const auto port = static_cast<uint16_t>(r.in("tcp.port", 0, 65535));
+  opts_.tls = r.one_of("tcp.tls", {"off", "on"}) == "on";
   GW_RETURN_IF_ERROR(r.status());
   if (auto dev = device_ops(); dev.ok())
     dev_ = *dev;
@@ -100,9 +104,18 @@ Status TcpTransport::init(const Config& cfg) {
         return why;
       },
       [this](Fd fd, const uint8_t* b) {
-        Parked pk{std::move(fd), {}};
+        Parked pk{std::move(fd), {}, nullptr, false};
         std::memcpy(&pk.hello, b, sizeof pk.hello);
         const uint64_t key = pk.hello.tag;
+        if (tls_ && (pk.hello.flags & kHelloTls)) {  // else take_parked refuses the mismatch
+          auto ssl = tls_->wrap(pk.fd.get(), /*client=*/false);
+          if (!ssl.ok()) {
+            tls_refused_[key] = std::string(ssl.status().message());
+            return;
+          }
+          pk.ssl = std::move(*ssl);
+          parked_tls_ = true;
+        }
         parked_.emplace(key, std::move(pk));
       }));
   listener_.key_of([](const uint8_t* b) {
@@ -110,6 +123,9 @@ Status TcpTransport::init(const Config& cfg) {
     std::memcpy(&h, b, sizeof h);
     return h.tag;
   });
+  if (opts_.tls) {
+    GW_ASSIGN_OR_RETURN(tls_, TlsContext::make(listener_.key()));
+  }
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epfd_) return Status(Code::kSystemError, "tcp: epoll_create1", errno);
   epoll_event ev{};
@@ -131,8 +147,9 @@ Status TcpTransport::init(const Config& cfg) {
              static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
   drain_.reset(new uint8_t[kDrainSize]);
   events_.resize(256);
-  log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer",
-             local_.to_string(), local.iface, local.why, opts_.streams);
+  log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer{}",
+             local_.to_string(), local.iface, local.why, opts_.streams,
+             opts_.tls ? "; TLS 1.3 (pre-shared key from GW_AUTH_KEY)" : "");
   return Status();
 }
 
@@ -149,6 +166,7 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
   GW_ASSIGN_OR_RETURN(SockAddr remote,
                       decode_addr(p.remote.payload().data(), p.remote.payload().size()));
   std::vector<Fd> fds;
+  std::vector<SslPtr> ssls;  // tcp.tls=on: one per fd, handshake done
   if (p.active) {
     // Answer peers that dial us while we wait for this one's authentication.
     Completion none[1];
@@ -157,10 +175,13 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
       auto fd = dial(local_, remote, opts_.sock, deadline);
       if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
       FrameHeader h = make_hello(p.key, static_cast<uint32_t>(opts_.streams),
-                                 static_cast<uint32_t>(i));
+                                 static_cast<uint32_t>(i), opts_.tls ? kHelloTls : 0);
       GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "tcp", &h, sizeof h,
                                                 who, deadline, idle));
       fds.push_back(std::move(*fd));
+    }
+    if (tls_) {
+      GW_ASSIGN_OR_RETURN(ssls, client_tls(fds, who + " (" + remote.to_string() + ")", deadline));
     }
   } else {
     // The peer dials us; accept (through progress) until its streams are all here.
@@ -168,9 +189,14 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
     for (;;) {
       auto got = take_parked(p.key);
       if (got.ok()) {
-        fds = std::move(*got);
+        for (Parked& pk : *got) {
+          fds.push_back(std::move(pk.fd));
+          if (pk.ssl) ssls.push_back(std::move(pk.ssl));
+        }
         break;
       }
+      if (got.status().code() != Code::kUnavailable)
+        return got.status().with_context("tcp: " + who + " (" + remote.to_string() + ")");
       GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
       if (deadline.expired()) {
         return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
@@ -184,13 +210,19 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
   }
   auto ep = std::make_unique<TcpEndpoint>(this, p, remote.to_string());
   eps_.push_back(ep.get());
-  GW_RETURN_IF_ERROR(ep->attach(std::move(fds)));
+  GW_RETURN_IF_ERROR(ep->attach(std::move(fds), std::move(ssls)));
   log_->debug("tcp: connected to {} ({}) with {} stream(s)", who, remote.to_string(),
               ep->streams_.size());
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 
-Result<std::vector<Fd>> TcpTransport::take_parked(uint64_t key) {
+Result<std::vector<Parked>> TcpTransport::take_parked(uint64_t key) {
+  if (auto it = tls_refused_.find(key); it != tls_refused_.end()) {
+    Status st(Code::kUnavailable, "its TLS handshake failed (" + it->second +
+                                      "); is tcp.tls=on on every rank, with the same GW_AUTH_KEY?");
+    tls_refused_.erase(it);
+    return st.with_context("tcp");
+  }
   auto [lo, hi] = parked_.equal_range(key);
   if (lo == hi) return Status(Code::kUnavailable, "not yet");
   size_t want = lo->second.hello.msg_len;
@@ -201,10 +233,89 @@ Result<std::vector<Fd>> TcpTransport::take_parked(uint64_t key) {
   }
   for (auto* pc : by_index)
     if (!pc) return Status(Code::kUnavailable, "not yet");
-  std::vector<Fd> fds;
-  for (auto* pc : by_index) fds.push_back(std::move(pc->fd));
+  const bool tls = (lo->second.hello.flags & kHelloTls) != 0;
+  if (tls != opts_.tls) {
+    parked_.erase(lo, hi);  // closed: the peer learns too
+    return Status(Code::kInvalidArgument,
+                  std::string("dialled with tcp.tls=") + (tls ? "on" : "off") +
+                      " but this rank has tcp.tls=" + (opts_.tls ? "on" : "off") +
+                      "; set tcp.tls alike on every rank");
+  }
+  for (auto* pc : by_index)
+    if (pc->ssl && !pc->tls_ready) return Status(Code::kUnavailable, "not yet");
+  std::vector<Parked> out;
+  for (auto* pc : by_index) out.push_back(std::move(*pc));
   parked_.erase(lo, hi);
-  return fds;
+  return out;
+}
+
+bool TcpTransport::drive_parked_tls() {
+  bool running = false;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    Parked& pk = it->second;
+    if (!pk.ssl || pk.tls_ready) {
+      ++it;
+      continue;
+    }
+    std::string why;
+    const TlsIo io = tls_handshake(pk.ssl.get(), &why);
+    if (io == TlsIo::kOk) {
+      pk.tls_ready = true;
+      ++counters_.tls_handshakes;
+    } else if (io == TlsIo::kWantRead || io == TlsIo::kWantWrite) {
+      running = true;
+    } else {
+      // Every stream of that peer goes: its connect() learns from the closed sockets, ours
+      // from tls_refused_.
+      const uint64_t key = it->first;
+      tls_refused_[key] = io == TlsIo::kClosed ? "the peer closed the connection" : why;
+      log_->warn("tcp: TLS handshake of a connection (key {:#x}) failed: {}", key,
+                 tls_refused_[key]);
+      parked_.erase(key);
+      it = parked_.begin();
+      continue;
+    }
+    ++it;
+  }
+  return running;
+}
+
+Result<std::vector<SslPtr>> TcpTransport::client_tls(const std::vector<Fd>& fds,
+                                                     const std::string& who, Deadline deadline) {
+  std::vector<SslPtr> ssls;
+  for (const Fd& fd : fds) {
+    GW_ASSIGN_OR_RETURN(SslPtr s, tls_->wrap(fd.get(), /*client=*/true));
+    ssls.push_back(std::move(s));
+  }
+  std::vector<bool> done(fds.size(), false);
+  Completion none[1];
+  for (size_t left = fds.size(); left > 0;) {
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (done[i]) continue;
+      std::string why;
+      const TlsIo io = tls_handshake(ssls[i].get(), &why);
+      if (io == TlsIo::kOk) {
+        done[i] = true;
+        --left;
+        ++counters_.tls_handshakes;
+      } else if (io == TlsIo::kClosed || io == TlsIo::kError) {
+        return Status(Code::kUnavailable,
+                      "tcp: TLS handshake with " + who + " failed (" +
+                          (io == TlsIo::kClosed ? std::string("it closed the connection") : why) +
+                          "); is tcp.tls=on on every rank, with the same GW_AUTH_KEY?");
+      }
+    }
+    if (left == 0) break;
+    if (deadline.expired()) {
+      return Status(Code::kTimeout, "tcp: TLS handshake with " + who +
+                                        " did not finish in time; is it running?");
+    }
+    // Answer peers that dial us meanwhile (their handshakes too), then wait a little.
+    GW_RETURN_IF_ERROR(progress({none, 0}).status());
+    pollfd pf{fds[0].get(), POLLIN, 0};
+    ::poll(&pf, 1, 1);
+  }
+  return ssls;
 }
 
 Status TcpTransport::wait_events(int timeout_ms) {
@@ -242,6 +353,10 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   if (!rx_copies_.empty()) {
     poll_rx_copies();
     ready = true;  // device copies have no fd to sleep on
+  }
+  if (parked_tls_) {
+    parked_tls_ = drive_parked_tls();
+    if (parked_tls_) timeout_ms = std::min(timeout_ms, 1);  // their sockets are not in epoll
   }
   if (ready) timeout_ms = 0;
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().
@@ -299,6 +414,7 @@ std::map<std::string, uint64_t> TcpTransport::stats() const {
           {"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
           {"msgs_sent", c.msgs_sent},           {"rx_stalls", c.rx_stalls},
           {"protocol_errors", c.protocol_errors}, {"rejected_conns", listener_.rejected()},
+          {"tls_handshakes", c.tls_handshakes},
           {"endpoints", eps_.size()},
           {"staged_tx_bytes", c.staged_tx_bytes}, {"staged_rx_bytes", c.staged_rx_bytes}};
   core_.add_stats(m);

@@ -17,8 +17,9 @@
 #include "gw_listener.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
-#include "tcp_slots.h"
 #include "gw_socket.h"
+#include "tcp_slots.h"
+#include "tcp_tls.h"
 #include "tcp_wire.h"
 
 namespace spdlog {
@@ -35,10 +36,14 @@ struct PollItem {
   enum Kind : uint8_t { kListener, kStream } kind;
 };
 
-/// An accepted stream whose HELLO came, waiting for connect() to take it.
+/// An accepted stream whose HELLO came, waiting for connect() to take it. With tcp.tls=on its
+/// TLS handshake runs meanwhile (progress), so a dialling peer's connect() completes as soon
+/// as this process drives its transport, whatever connect() it is in.
 struct Parked {
   Fd fd;
   FrameHeader hello{};
+  SslPtr ssl;
+  bool tls_ready = false;
 };
 
 struct Stream : PollItem {
@@ -48,6 +53,9 @@ struct Stream : PollItem {
   bool writable = true;
   bool hup = false;  // the peer closed or errored: read until recv() says so
   bool eof = false;  // the peer's FIN was read between two frames
+  // tcp.tls=on: the stream's TLS session (handshake done at set-up); small writes packed.
+  SslPtr ssl;
+  std::unique_ptr<uint8_t[]> tls_pack;
   // Send side: chunks queued in order; the head may be partly written.
   Ring<Chunk> txq;
   // Receive side.
@@ -77,6 +85,7 @@ struct Options {
   int max_outstanding = 0;
   int cq_depth = 0;
   int hello_timeout_ms = 0;
+  bool tls = false;
   StagingPool::Options staging;
   StreamOptions sock;
 };
@@ -120,6 +129,7 @@ class TcpTransport final : public Transport {
   static constexpr size_t kDirectStreams = 2;
   int epoll_fd() const { return epfd_.get(); }
   const Options& opts() const { return opts_; }
+  const TlsContext* tls() const { return tls_.get(); }
   core::TransportCore& core() { return core_; }
   void endpoint_gone(TcpEndpoint* ep);
   /// Whether a request's buffer is device memory (its region's kind, else asked of the
@@ -142,7 +152,7 @@ class TcpTransport final : public Transport {
   static constexpr size_t kDrainSize = 64 * 1024;
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
-    uint64_t protocol_errors = 0;
+    uint64_t protocol_errors = 0, tls_handshakes = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
   } counters_;
   std::shared_ptr<spdlog::logger> log_;
@@ -151,7 +161,12 @@ class TcpTransport final : public Transport {
   TcpTransport() : cq_(this) {}
   Status init(const Config& cfg);
   Status wait_events(int timeout_ms);
-  Result<std::vector<Fd>> take_parked(uint64_t key);
+  Result<std::vector<Parked>> take_parked(uint64_t key);
+  /// One handshake step of every parked TLS stream. @return whether some still run.
+  bool drive_parked_tls();
+  /// The dialling side's handshakes, the transport driven meanwhile.
+  Result<std::vector<SslPtr>> client_tls(const std::vector<Fd>& fds, const std::string& who,
+                                         Deadline deadline);
 
   Options opts_;
   TransportProperties props_;
@@ -164,11 +179,14 @@ class TcpTransport final : public Transport {
   core::TransportCore core_;
   std::vector<TcpEndpoint*> eps_;
   std::multimap<uint64_t, Parked> parked_;  // key -> HELLOed sockets
+  std::map<uint64_t, std::string> tls_refused_;  // key -> why a parked handshake failed
+  bool parked_tls_ = false;                  // some parked TLS handshake still runs
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
   DeviceOps* dev_ = nullptr;         // null: no usable GPU (dev_why_ says why)
   std::string dev_why_;
   std::unique_ptr<StagingPool> rx_pool_;
+  std::unique_ptr<TlsContext> tls_;  // tcp.tls=on
 };
 
 }  // namespace gw::drv::tcp

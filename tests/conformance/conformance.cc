@@ -7,10 +7,13 @@
 #include <barrier>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include <unistd.h>
+
+#include "gw_auth.h"
 
 namespace gw::conformance {
 namespace {
@@ -35,6 +38,8 @@ const std::vector<TransportCase>& all_cases() {
       {"tcp", "tcp", "tcp:iface=lo"},
       {"tcp_streams4", "tcp", "tcp:iface=lo,streams=4"},
       {"tcp_inet6", "tcp", "tcp:family=inet6,iface=lo"},
+      {"tcp_tls", "tcp", "tcp:iface=lo,tls=on", "conformance key"},
+      {"tcp_tls_streams4", "tcp", "tcp:iface=lo,streams=4,tls=on", "conformance key"},
       // rxe0 exists only inside the soft-RoCE VM (tests/rdma/run_in_vm.sh runs these rows).
       {"rxe", "rdma", "rdma:dev=rxe0"},
       {"rxe_qps2", "rdma", "rdma:dev=rxe0,qps_per_conn=2"},
@@ -56,11 +61,27 @@ std::vector<TransportCase> built_cases(std::string_view driver) {
   return out;
 }
 
+std::vector<TransportCase> plain_cases(std::string_view driver) {
+  auto out = built_cases(driver);
+  std::erase_if(out, [](const TransportCase& c) { return c.key != nullptr; });
+  return out;
+}
+
 std::ostream& operator<<(std::ostream& os, const TransportCase& c) { return os << c.spec; }
 
 Result<std::unique_ptr<Transport>> open_case(const TransportCase& c) {
-  return Transport::open(
-      expand_spec(c.spec, std::max(0, child_rank()), std::to_string(::getpid()) + "_open"));
+  const std::string spec =
+      expand_spec(c.spec, std::max(0, child_rank()), std::to_string(::getpid()) + "_open");
+  if (!c.key) return Transport::open(spec);
+  // The process key is read from the environment; ranks (threads) of a keyed row take turns.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> l(mu);
+  ::setenv("GW_AUTH_KEY", c.key, 1);
+  auth::reload_key_for_test();
+  auto t = Transport::open(spec);
+  ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
+  return t;
 }
 
 void skip_unless_available(const TransportCase& c) {

@@ -28,12 +28,15 @@ struct TransportCase {
   const char* name;    ///< used in test names: letters, digits, '_'
   const char* driver;  ///< row runs only when Transport::drivers() lists it
   const char* spec;
+  const char* key = nullptr;  ///< GW_AUTH_KEY its transports open with (tcp.tls needs one)
 };
 
 /// Every transport the suite knows, built or not. DPDK and RDMA rows are added here.
 const std::vector<TransportCase>& all_cases();
 /// Rows whose driver is built into this library (optionally only those of `driver`).
 std::vector<TransportCase> built_cases(std::string_view driver = {});
+/// The built rows without a key (raw-peer tests speak the plain wire format; TLS rows need one).
+std::vector<TransportCase> plain_cases(std::string_view driver = {});
 
 std::ostream& operator<<(std::ostream& os, const TransportCase& c);
 

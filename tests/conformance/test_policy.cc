@@ -21,7 +21,7 @@ struct Tuned {
   Tuned(const TransportCase& c, const std::string& extra)
       : spec(std::string(c.spec) + (std::string(c.spec).find(':') == std::string::npos ? ":" : ",") +
              extra),
-        tc{c.name, c.driver, spec.c_str()} {}
+        tc{c.name, c.driver, spec.c_str(), c.key} {}
 };
 
 // Polls `g` until `want` completions arrived or 30 s passed; collects them.

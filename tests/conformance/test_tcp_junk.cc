@@ -213,7 +213,7 @@ TEST_P(TcpJunk, OnlyThatConnectionErrors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tr, TcpJunk,
-                         ::testing::Combine(::testing::ValuesIn(built_cases("tcp")),
+                         ::testing::Combine(::testing::ValuesIn(plain_cases("tcp")),
                                             ::testing::ValuesIn(kJunk)),
                          pair_name<JunkCase>);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpJunk);
@@ -286,7 +286,7 @@ TEST_P(TcpRaw, HugeLegalLengthIsNotAllocated) {
   expect_pair_works(*r.t, *r.tu, *r.u, *r.ut);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tr, TcpRaw, ::testing::ValuesIn(built_cases("tcp")), case_name);
+INSTANTIATE_TEST_SUITE_P(Tr, TcpRaw, ::testing::ValuesIn(plain_cases("tcp")), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpRaw);
 
 // Junk at the listening socket, before any hello.
@@ -352,7 +352,7 @@ TEST_P(TcpListenerJunk, IsRejectedAndRealPeersStillConnect) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerJunk,
-                         ::testing::Combine(::testing::ValuesIn(built_cases("tcp")),
+                         ::testing::Combine(::testing::ValuesIn(plain_cases("tcp")),
                                             ::testing::ValuesIn(kListenerJunk)),
                          pair_name<ListenerJunk>);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerJunk);
@@ -399,7 +399,7 @@ TEST_P(TcpListenerFlood, IsCountedWithOneLogLineAndNoStall) {
     if (!junk.keep_silent && !junk.close_after) flood(GetParam(), junk);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(built_cases("tcp")),
+INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(plain_cases("tcp")),
                          case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerFlood);
 
@@ -430,7 +430,7 @@ TEST_P(TcpAuth, OnlyTheRightKeyConnectsAndBothSidesSayWhy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tr, TcpAuth, ::testing::ValuesIn(built_cases("tcp")), case_name);
+INSTANTIATE_TEST_SUITE_P(Tr, TcpAuth, ::testing::ValuesIn(plain_cases("tcp")), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpAuth);
 
 }  // namespace
