@@ -3,6 +3,7 @@
 // and reads whatever the server answers. The server runs in its own thread, as in rank 0.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "fuzz_util.h"
@@ -26,7 +27,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fd = gw::fuzz::dial_loopback(server()->port());
-  if (fd < 0) std::abort();  // the server stopped accepting: a failure of the server
+  if (fd < 0) {  // the server stopped accepting: a failure of the server
+    std::perror("fuzz_store_server: connect to the store server");
+    std::abort();
+  }
   uint8_t ch[gw::auth::kClientHello];  // pass the authentication (no key) to reach requests
   gw::auth::keyless_hello(ch);
   gw::fuzz::write_all(fd, {reinterpret_cast<const char*>(ch), sizeof ch});

@@ -52,6 +52,18 @@ inline void quiet() { setenv("GW_LOG_LEVEL", "off", 1); }
 inline int dial_loopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  // A fresh source address of 127/8 per connection: thousands of inputs a second close
+  // first (TIME_WAIT, 60 s), which would use up the ephemeral ports of one address in ~5 s
+  // and fail connect() with EADDRNOTAVAIL (seen in CI as "the server stopped accepting").
+  static uint32_t next = 0;
+  const uint32_t n = next++ % (250u * 250u);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = htonl((127u << 24) | ((2 + n / 250) << 16) | ((n % 250 + 1) << 8) | 1);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+    ::close(fd);
+    return -1;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
