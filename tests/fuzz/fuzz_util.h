@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -69,8 +70,23 @@ inline int dial_loopback(uint16_t port) {
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
+    // libFuzzer's SIGALRM (its -timeout watchdog) interrupts a connect() that waits for room
+    // in a full accept backlog; the connection goes on: wait for it (seen in CI: EINTR).
+    int err = errno;
+    if (err == EINTR) {
+      pollfd p{fd, POLLOUT, 0};
+      int r;
+      do {
+        r = ::poll(&p, 1, 10000);
+      } while (r < 0 && errno == EINTR);
+      socklen_t len = sizeof err;
+      if (r != 1 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
+    }
+    if (err != 0) {
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
