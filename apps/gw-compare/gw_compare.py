@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import socket
 import statistics
 import sys
 import time
@@ -24,6 +25,15 @@ import gwc_meta
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def ephemeral_low():
+    """The low end of the kernel's ephemeral port range (32768 if it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 class Ctx:
     def __init__(self, a):
         self.build = a.build_dir
@@ -34,11 +44,23 @@ class Ctx:
             self.gw_perf = os.path.join(self.bindir, "gw-perf")
             self.gw_coll_perf = os.path.join(self.bindir, "gw-coll-perf")
         self.in_vm = a.in_vm
-        self._port = random.randint(20000, 40000)
+        # Store ports below the kernel's ephemeral range: a port inside it can be taken by any
+        # outgoing connection between our pick and the store's bind (seen: "tcp store server:
+        # cannot listen ... Address already in use" in one row of gw-demo).
+        self._eph_low = ephemeral_low()
+        self._port = random.randint(10000, max(10001, self._eph_low - 4000))
         self.source = a.source_dir
 
     def port(self):
-        self._port += 1
+        for _ in range(1000):  # the next one nobody holds now
+            self._port = self._port + 1 if self._port + 1 < self._eph_low else 10000
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("0.0.0.0", self._port))
+                    return self._port
+                except OSError:
+                    continue
         return self._port
 
     def netns_script(self):
