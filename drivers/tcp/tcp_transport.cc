@@ -15,6 +15,7 @@
 namespace gw::drv::tcp {
 namespace {
 
+constexpr const char* kTlsFix = "is tcp.tls=on on every rank, with the same GW_AUTH_KEY?";
 
 Result<std::unique_ptr<Transport>> open_tcp(const Config& cfg) { return TcpTransport::open(cfg); }
 
@@ -104,7 +105,7 @@ Status TcpTransport::init(const Config& cfg) {
         return why;
       },
       [this](Fd fd, const uint8_t* b) {
-        Parked pk{std::move(fd), {}, nullptr, false};
+        Parked pk{std::move(fd), {}, nullptr, false, {}};
         std::memcpy(&pk.hello, b, sizeof pk.hello);
         const uint64_t key = pk.hello.tag;
         if (tls_ && (pk.hello.flags & kHelloTls)) {  // else take_parked refuses the mismatch
@@ -114,6 +115,7 @@ Status TcpTransport::init(const Config& cfg) {
             return;
           }
           pk.ssl = std::move(*ssl);
+          pk.tls_until = Clock::now() + Millis(opts_.hello_timeout_ms);
           parked_tls_ = true;
         }
         parked_.emplace(key, std::move(pk));
@@ -187,6 +189,13 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
     // The peer dials us; accept (through progress) until its streams are all here.
     Completion none[1];
     for (;;) {
+      if (auto it = tls_refused_.find(p.key); it != tls_refused_.end()) {
+        const std::string why = it->second;
+        tls_refused_.erase(it);
+        return Status(Code::kUnavailable, "tcp: " + who + " (" + remote.to_string() +
+                                              "): its TLS handshake failed (" + why + "); " +
+                                              kTlsFix);
+      }
       auto got = take_parked(p.key);
       if (got.ok()) {
         for (Parked& pk : *got) {
@@ -217,12 +226,6 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
 }
 
 Result<std::vector<Parked>> TcpTransport::take_parked(uint64_t key) {
-  if (auto it = tls_refused_.find(key); it != tls_refused_.end()) {
-    Status st(Code::kUnavailable, "its TLS handshake failed (" + it->second +
-                                      "); is tcp.tls=on on every rank, with the same GW_AUTH_KEY?");
-    tls_refused_.erase(it);
-    return st.with_context("tcp");
-  }
   auto [lo, hi] = parked_.equal_range(key);
   if (lo == hi) return Status(Code::kUnavailable, "not yet");
   size_t want = lo->second.hello.msg_len;
@@ -262,13 +265,18 @@ bool TcpTransport::drive_parked_tls() {
     if (io == TlsIo::kOk) {
       pk.tls_ready = true;
       ++counters_.tls_handshakes;
-    } else if (io == TlsIo::kWantRead || io == TlsIo::kWantWrite) {
+    } else if ((io == TlsIo::kWantRead || io == TlsIo::kWantWrite) &&
+               Clock::now() < pk.tls_until) {
       running = true;
     } else {
       // Every stream of that peer goes: its connect() learns from the closed sockets, ours
       // from tls_refused_.
       const uint64_t key = it->first;
-      tls_refused_[key] = io == TlsIo::kClosed ? "the peer closed the connection" : why;
+      tls_refused_[key] = io == TlsIo::kClosed ? std::string("the peer closed the connection")
+                          : io == TlsIo::kError
+                              ? why
+                              : "not finished within tcp.hello_timeout_ms (" +
+                                    std::to_string(opts_.hello_timeout_ms) + " ms)";
       log_->warn("tcp: TLS handshake of a connection (key {:#x}) failed: {}", key,
                  tls_refused_[key]);
       parked_.erase(key);
@@ -302,7 +310,7 @@ Result<std::vector<SslPtr>> TcpTransport::client_tls(const std::vector<Fd>& fds,
         return Status(Code::kUnavailable,
                       "tcp: TLS handshake with " + who + " failed (" +
                           (io == TlsIo::kClosed ? std::string("it closed the connection") : why) +
-                          "); is tcp.tls=on on every rank, with the same GW_AUTH_KEY?");
+                          "); " + kTlsFix);
       }
     }
     if (left == 0) break;
@@ -356,7 +364,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   }
   if (parked_tls_) {
     parked_tls_ = drive_parked_tls();
-    if (parked_tls_) timeout_ms = std::min(timeout_ms, 1);  // their sockets are not in epoll
+    if (parked_tls_ && timeout_ms != 0) timeout_ms = 1;  // their sockets are not in epoll
   }
   if (ready) timeout_ms = 0;
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().

@@ -44,6 +44,7 @@ struct Parked {
   FrameHeader hello{};
   SslPtr ssl;
   bool tls_ready = false;
+  Clock::time_point tls_until{};  // the handshake must end by then (tcp.hello_timeout_ms)
 };
 
 struct Stream : PollItem {

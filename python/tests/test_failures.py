@@ -29,23 +29,28 @@ def rank_main(rank, n, tmpdir, q):
     try:
         for _ in range(3):
             dist.all_reduce(torch.ones(1 << 16))
-        q.put((rank, "no error", 0.0))
+        q.put((rank, "no error", 0.0, -1))
     except RuntimeError as e:
         q.put((rank, str(e), time.monotonic() - start, gradwire.failed_rank()))
 
 
-def test_killed_rank_fails_survivors_within_timeout():
-    n = 3
+def spawn_ranks(target, n, reports):
+    """Runs target(rank, n, tmpdir, queue) in n spawned processes; returns `reports` reports."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     with tempfile.TemporaryDirectory() as d:
-        ps = [ctx.Process(target=rank_main, args=(r, n, d, q)) for r in range(n)]
+        ps = [ctx.Process(target=target, args=(r, n, d, q)) for r in range(n)]
         for p in ps:
             p.start()
-        got = [q.get(timeout=120) for _ in range(n - 1)]
+        got = [q.get(timeout=120) for _ in range(reports)]
         for p in ps:
             p.join(30)
-    for rank, msg, took, culprit in got:
+    return got
+
+
+def test_killed_rank_fails_survivors_within_timeout():
+    n = 3
+    for rank, msg, took, culprit in spawn_ranks(rank_main, n, n - 1):
         assert "gradwire allreduce" in msg and "rank " in msg, f"rank {rank}: {msg}"
         assert took < TIMEOUT_S + 5, f"rank {rank} took {took:.1f} s: {msg}"
         # Every survivor names the dead rank: its neighbours saw it go, the others were told.
@@ -79,16 +84,7 @@ def abort_main(rank, n, tmpdir, q):
 
 def test_abort_from_another_thread_ends_every_rank():
     n = 3
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    with tempfile.TemporaryDirectory() as d:
-        ps = [ctx.Process(target=abort_main, args=(r, n, d, q)) for r in range(n)]
-        for p in ps:
-            p.start()
-        got = [q.get(timeout=120) for _ in range(n)]
-        for p in ps:
-            p.join(30)
-    for rank, msg, took, culprit in got:
+    for rank, msg, took, culprit in spawn_ranks(abort_main, n, n):
         assert "Aborted" in msg and "test abort" in msg, f"rank {rank}: {msg}"
         assert culprit == 0, f"rank {rank}: {msg}"
         assert took < 3, f"rank {rank} took {took:.1f} s: {msg}"

@@ -132,5 +132,35 @@ TEST(TcpTls, RanksThatDisagreeAreToldSo) {
   }
 }
 
+// A dialler that passes the key's challenge and then never starts TLS is dropped within
+// tcp.hello_timeout_ms; the accepting connect() says why instead of waiting out its deadline.
+TEST(TcpTls, StalledHandshakeIsDroppedInBoundedTime) {
+  auto b = open_case(tls_case("tcp:iface=lo,tls=on,hello_timeout_ms=300"));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  ::setenv("GW_AUTH_KEY", "tls test key", 1);
+  auth::reload_key_for_test();
+  auto key = auth::process_key();
+  ::unsetenv("GW_AUTH_KEY");
+  auth::reload_key_for_test();
+  ASSERT_TRUE(key.ok());
+  RawFd fd = raw_dial(decode((*b)->address()));
+  ASSERT_GE(fd.get(), 0);
+  auto h = drv::tcp::make_hello(8, 1, 0, drv::tcp::kHelloTls);
+  Completion none[1];
+  Status st = auth::client_handshake(fd.get(), *key, "tcp", &h, sizeof h, "B",
+                                     Deadline(kStepTimeout),
+                                     [&] { return (*b)->cq().poll({none, 0}).status(); });
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  // The raw peer's address is not a transport's: connect() only needs the key to match.
+  const auto t0 = Clock::now();
+  auto e = (*b)->connect({(*b)->address(), 8, false, 0, "stalled peer"}, Deadline(kStepTimeout));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kUnavailable) << e.status().to_string();
+  EXPECT_NE(e.status().message().find("hello_timeout_ms"), std::string_view::npos)
+      << e.status().to_string();
+  EXPECT_LT(secs, 2.0) << e.status().to_string();
+}
+
 }  // namespace
 }  // namespace gw::conformance
