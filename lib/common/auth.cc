@@ -116,6 +116,13 @@ void reload_key_for_test() {
   g_key.reset();
 }
 
+void set_key_for_test(const char* key) {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_read = true;
+  g_err = Status();
+  g_key = key ? std::make_shared<const std::string>(key) : nullptr;
+}
+
 void keyless_hello(uint8_t* out) {
   std::memset(out, 0, kClientHello);
   put32(out, kMagic);

@@ -42,6 +42,9 @@ using KeyPtr = std::shared_ptr<const std::string>;
 Result<KeyPtr> process_key();
 /// Tests only: forget the key so the next process_key() reads the environment again.
 void reload_key_for_test();
+/// Tests only: make `key` (null: none) the process key without touching the environment
+/// (setenv while other threads call getenv is a crash).
+void set_key_for_test(const char* key);
 
 /// Writes the kClientHello bytes of a peer without a key (also for tests and fuzz targets).
 void keyless_hello(uint8_t* out);

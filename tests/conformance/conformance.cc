@@ -73,13 +73,12 @@ Result<std::unique_ptr<Transport>> open_case(const TransportCase& c) {
   const std::string spec =
       expand_spec(c.spec, std::max(0, child_rank()), std::to_string(::getpid()) + "_open");
   if (!c.key) return Transport::open(spec);
-  // The process key is read from the environment; ranks (threads) of a keyed row take turns.
+  // The process key, set without the environment (other ranks' threads read it meanwhile);
+  // ranks of a keyed row take turns.
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
-  ::setenv("GW_AUTH_KEY", c.key, 1);
-  auth::reload_key_for_test();
+  auth::set_key_for_test(c.key);
   auto t = Transport::open(spec);
-  ::unsetenv("GW_AUTH_KEY");
   auth::reload_key_for_test();
   return t;
 }
