@@ -206,12 +206,20 @@ struct Communicator::Impl {
   Result<CollHandle> launch(coll::Task& op);
   Status finish_now(coll::Task& op);
 
-  // Posting (communicator.cc). @return whether the transport took the request.
+  // Posting (coll_post.cc). @return whether the transport took the request.
   /// `unit` names the request in its completion; the tag carries `tag_unit` (default: unit).
   Result<bool> send(coll::Task& op, int peer, const void* buf, size_t len, uint32_t unit,
                     uint32_t tag_unit = ~0u);
   Result<bool> recv(coll::Task& op, int peer, void* buf, size_t len, uint32_t unit,
                     uint32_t tag_unit = ~0u);
+  // Bursts (coll_post.cc): one step's requests to one peer in one post call.
+  SendRequest send_req(coll::Task& op, const void* buf, size_t len, uint32_t unit,
+                       uint32_t tag_unit = ~0u);
+  RecvRequest recv_req(coll::Task& op, void* buf, size_t len, uint32_t unit,
+                       uint32_t tag_unit = ~0u);
+  /// @return how many of `reqs` (a prefix) the transport took.
+  Result<size_t> post_sends(coll::Task& op, int peer, std::span<const SendRequest> reqs);
+  Result<size_t> post_recvs(coll::Task& op, int peer, std::span<const RecvRequest> reqs);
   /// InvalidArgument naming both calls when `d` (received from `peer`) differs from op's.
   Status check_desc(const coll::Task& op, int peer, const coll::Desc* d, size_t len) const;
   Status post_headers(coll::Task& op, std::span<const int> to, std::span<const int> from);

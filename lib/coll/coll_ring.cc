@@ -4,6 +4,7 @@
 // Unit u = step * C + chunk numbers every message of a collective; both sides derive the same
 // numbering, and the tag carries (sequence number, unit).
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "coll_device.h"
@@ -12,6 +13,8 @@
 
 namespace gw {
 namespace {
+
+constexpr size_t kRingBurst = 16;  // requests per post call (max_outstanding is at most 64)
 
 using coll::Kind;
 using coll::Task;
@@ -168,6 +171,23 @@ Status Communicator::Impl::ring_start(Task& op) {
 
 Status Communicator::Impl::ring_advance(Task& op) {
   const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
+  // The units this call can post go out as one burst per direction (at a collective's start
+  // that is up to max_outstanding chunks: one post call instead of one each).
+  std::array<SendRequest, kRingBurst> sreq;
+  std::array<RecvRequest, kRingBurst> rreq;
+  std::array<uint32_t, kRingBurst> units;
+  size_t k = 0;
+  // Post the burst; on a short take, step back to the first unit the transport refused.
+  auto flush_sends = [&]() -> Result<bool> {
+    GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, next, {sreq.data(), k}));
+    if (took < k) {
+      op.next_send = units[took];
+      op.inflight_sends -= static_cast<uint32_t>(k - took);
+    }
+    const bool all = took == k;
+    k = 0;
+    return all;
+  };
   while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
     const UnitIo io = unit_io(op, op.next_send);
     if (io.send) {
@@ -177,25 +197,43 @@ Status Communicator::Impl::ring_advance(Task& op) {
       // its slot is posted is buffered and copied once more by the transport.
       const uint32_t u = op.next_send;
       if (io.scratch && u >= op.depth && !op.unit_done[u - op.depth]) break;
-      GW_ASSIGN_OR_RETURN(bool took,
-                          send(op, next, io.src, io.slen * op.es, op.unit_base + op.next_send));
-      if (!took) break;
+      units[k] = u;
+      sreq[k++] = send_req(op, io.src, io.slen * op.es, op.unit_base + u);
       ++op.inflight_sends;
     }
     ++op.next_send;
+    if (k == kRingBurst) {
+      GW_ASSIGN_OR_RETURN(bool all, flush_sends());
+      if (!all) break;
+    }
   }
+  if (k > 0) GW_RETURN_IF_ERROR(flush_sends().status());
+  auto flush_recvs = [&]() -> Result<bool> {
+    GW_ASSIGN_OR_RETURN(size_t took, post_recvs(op, prev, {rreq.data(), k}));
+    if (took < k) {
+      op.next_recv = units[took];
+      op.inflight_recvs -= static_cast<uint32_t>(k - took);
+    }
+    const bool all = took == k;
+    k = 0;
+    return all;
+  };
   while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
     const UnitIo io = unit_io(op, op.next_recv);
     if (io.recv) {
       // A scratch slot is reused by unit u + depth once unit u is reduced.
       if (io.scratch && op.next_recv >= op.depth && !op.unit_done[op.next_recv - op.depth]) break;
-      GW_ASSIGN_OR_RETURN(bool took,
-                          recv(op, prev, io.dst, io.len * op.es, op.unit_base + op.next_recv));
-      if (!took) break;
+      units[k] = op.next_recv;
+      rreq[k++] = recv_req(op, io.dst, io.len * op.es, op.unit_base + op.next_recv);
       ++op.inflight_recvs;
     }
     ++op.next_recv;
+    if (k == kRingBurst) {
+      GW_ASSIGN_OR_RETURN(bool all, flush_recvs());
+      if (!all) break;
+    }
   }
+  if (k > 0) GW_RETURN_IF_ERROR(flush_recvs().status());
   return Status();
 }
 

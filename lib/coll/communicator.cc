@@ -30,8 +30,6 @@ GW_CONFIG_KEYS(coll,
                 "memory, host reduction, one copy back (larger: the device ring); recursive "
                 "doubling always reduces on the host. Not yet measured on a GPU: conservative"});
 
-constexpr uint64_t kTagMagic = 0xC0ull << 56;
-constexpr uint64_t kP2pTagMagic = 0xC1ull << 56;  // point-to-point: the caller's 32-bit tag
 constexpr size_t kMaxUserMrs = 64;
 constexpr const char* kSameCall =
     ": every rank must call the same collectives in the same order with the same count, dtype "
@@ -234,57 +232,6 @@ const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, si
   if (!mr.ok()) return nullptr;
   user_mrs.emplace_back(std::make_pair(p, len), std::move(*mr));
   return &user_mrs.back().second;
-}
-
-namespace {
-uint64_t make_tag(uint32_t seq, uint32_t unit) {
-  return kTagMagic | (uint64_t{seq & 0xFFFFFF} << 32) | unit;
-}
-}  // namespace
-
-Result<bool> Communicator::Impl::send(Task& op, int peer, const void* buf, size_t len,
-                                      uint32_t unit, uint32_t tag_unit) {
-  const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
-  SendRequest r{buf, len, tag, coll::make_wr(slot_of(op), op.gen, true, unit),
-                mr_for(op, buf, len)};
-  auto k = group.endpoint(peer).post_send({&r, 1});
-  if (!k.ok()) {
-    return post_error(k.status(), peer, where(op) + ": send to rank " + std::to_string(peer));
-  }
-  if (*k == 1) count_post(peer, true);
-  return *k == 1;
-}
-
-Result<bool> Communicator::Impl::recv(Task& op, int peer, void* buf, size_t len, uint32_t unit,
-                                      uint32_t tag_unit) {
-  const uint64_t tag = make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit);
-  RecvRequest r{buf, len, tag, coll::make_wr(slot_of(op), op.gen, false, unit),
-                mr_for(op, buf, len)};
-  auto k = group.endpoint(peer).post_recv({&r, 1});
-  if (!k.ok()) {
-    return post_error(k.status(), peer, where(op) + ": receive from rank " + std::to_string(peer));
-  }
-  if (*k == 1) count_post(peer, false);
-  return *k == 1;
-}
-
-Result<bool> Communicator::Impl::post_p2p(Task& op, int peer, bool is_send, void* buf,
-                                          size_t len, uint32_t tag) {
-  const uint64_t t = kP2pTagMagic | tag;
-  const uint64_t wr = coll::make_wr(slot_of(op), op.gen, is_send, 0);
-  const MemoryRegion* mr = mr_for(op, buf, len);
-  Result<size_t> k = size_t{0};
-  if (is_send) {
-    SendRequest r{buf, len, t, wr, mr};
-    k = group.endpoint(peer).post_send({&r, 1});
-  } else {
-    RecvRequest r{buf, len, t, wr, mr};
-    k = peer < 0 ? group.transport().post_recv_any({&r, 1})
-                 : group.endpoint(peer).post_recv({&r, 1});
-  }
-  if (!k.ok()) return post_error(k.status(), peer, where(op));
-  if (*k == 1) count_post(peer, is_send);
-  return *k == 1;
 }
 
 Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,

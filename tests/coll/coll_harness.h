@@ -37,18 +37,24 @@ inline std::string transport_spec() {
   return s && *s ? s : "tcp:iface=lo";
 }
 
+/// `spec` with one more driver option ("tcp:iface=lo" + "cq_depth=16").
+inline std::string with_option(const std::string& spec, const std::string& kv) {
+  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + kv;
+}
+
 /// Run fn(rank, comm) on `n` threads. The Communicator may be reset by fn (dead-peer tests).
 /// host(rank), when given, names each rank's host (Group::create's `host`): a simulated
-/// multi-host job on loopback.
+/// multi-host job on loopback. `spec`: the transport, default transport_spec().
 inline void run_ranks(int n, CommOptions opts,
                       const std::function<void(int, std::unique_ptr<Rank>&)>& fn,
-                      const std::function<std::string(int)>& host = {}) {
+                      const std::function<std::string(int)>& host = {},
+                      const std::string& spec = {}) {
   auto store = make_in_process_store();
   std::vector<std::thread> th;
   std::atomic<int> finished{0};
   for (int r = 0; r < n; ++r) {
     th.emplace_back([&, r] {
-      auto t = Transport::open(transport_spec());
+      auto t = Transport::open(spec.empty() ? transport_spec() : spec);
       ASSERT_TRUE(t.ok()) << t.status().to_string();
       auto g = Group::create(store, std::move(t).value(), r, n, Millis(20000), "coll",
                              host ? host(r) : std::string());

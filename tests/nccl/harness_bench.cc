@@ -112,7 +112,11 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
   }
   const char* env = std::getenv("GW_NCCL_BENCH_MIB");
   const size_t mib = env && std::atoi(env) > 0 ? static_cast<size_t>(std::atoi(env)) : 512;
+  // GW_NCCL_BENCH_SIZE=N (a power of 4 times 64 KiB, up to 4 MiB) runs that size alone.
+  const char* only = std::getenv("GW_NCCL_BENCH_SIZE");
+  const size_t one = only ? std::strtoull(only, nullptr, 0) : 0;
   for (size_t size = 64 << 10; size <= kMax; size *= 4) {
+    if (one != 0 && size != one) continue;
     // GW_NCCL_BENCH_MIB (default 512) MiB per size, at least 256 messages, after a warm-up
     // of 2 windows.
     const int iters = static_cast<int>(std::max<size_t>(256, (mib << 20) / size));
