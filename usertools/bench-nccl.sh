@@ -5,6 +5,9 @@
 # 32 requests in flight for bandwidth (NCCL_NET_MAX_REQUESTS). Prints Markdown on stdout.
 #   usertools/bench-nccl.sh [ROUNDS] [TRANSPORT]    GW_BUILD_DIR (default build) must be built.
 # GW_NCCL_BENCH_MIB (default 512): MiB moved per bandwidth size, by both tools.
+# GW_NCCL_BENCH_BUFFERS (default 1): message buffers each side cycles, the same for both tools
+# (gw-perf --buffers; 1 as perftest; 8 as NCCL's proxy, NCCL_STEPS slots per connection).
+# Rounds alternate which tool runs first.
 # GW_NCCL_OLD_PLUGIN=FILE adds an older build of the plugin to every round (an A/B of the plugin
 # alone: FILE is copied beside the new one, so it loads the same libgradwire).
 set -euo pipefail
@@ -28,8 +31,10 @@ fi
 echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $t"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for r in $(seq "$rounds"); do
-  echo; echo "### round $r"; echo; echo '```'
+nb=${GW_NCCL_BENCH_BUFFERS:-1}
+export GW_NCCL_BENCH_BUFFERS=$nb
+echo "buffers per side: $nb"
+plugin_runs() {
   echo "# plugin (ncclNetPlugin_v12): $h PLUGIN 12 lat|bw 2 $t"
   "$h" "$plugin" 12 lat 2 "$t" | grep -v '^PASS'
   "$h" "$plugin" 12 bw 2 "$t" | grep -v '^PASS'
@@ -38,15 +43,21 @@ for r in $(seq "$rounds"); do
     "$h" "$old" 12 lat 2 "$t" | grep -v '^PASS'
     "$h" "$old" 12 bw 2 "$t" | grep -v '^PASS'
   fi
-  echo "# gw-perf --ranks 2 -t $t --busy"
+}
+perf_runs() {
+  echo "# gw-perf --ranks 2 -t $t --busy (bw: --buffers $nb)"
   for s in 8 64 512 4096; do
     "$perf" --ranks 2 -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "
   done
   for s in 65536 262144 1048576 4194304; do
     n=$(( (mib << 20) / s )); [ "$n" -lt 256 ] && n=256
     "$perf" --ranks 2 -t "$t" --busy --test bw -s "$s" -n "$n" --tx-depth 32 -r 32 \
-      | grep -E "^ +[0-9]+ "
+      --buffers "$nb" | grep -E "^ +[0-9]+ "
   done
+}
+for r in $(seq "$rounds"); do
+  echo; echo "### round $r"; echo; echo '```'
+  if [ $((r % 2)) = 1 ]; then plugin_runs; perf_runs; else perf_runs; plugin_runs; fi
   echo '```'
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

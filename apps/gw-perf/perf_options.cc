@@ -118,6 +118,12 @@ Options parse_options(int argc, char** argv, int* exit_code) {
                  "max outstanding; --check: tx-depth)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option("--buffers", o.buffers,
+                 "bw: message-sized buffers cycled per side (default 1, reused by every message "
+                 "as perftest and iperf3 do; up to tx-depth: each message in flight in a buffer "
+                 "of its own, the memory footprint of an application such as NCCL's proxy)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_flag("--busy", o.busy,
                "busy-poll: spin in wait (default: spin transport.spin_us, then sleep on the "
                "driver's fd)");

@@ -29,6 +29,7 @@ struct Options {
   uint64_t warmup = 0;            ///< 0: default (see perf_options.cc)
   uint32_t tx_depth = 128;        ///< outstanding sends in bw
   uint32_t rx_depth = 512;        ///< receives kept posted in bw (perftest's -r default)
+  uint32_t buffers = 1;           ///< bw: message buffers cycled per side (--check: tx-depth)
   bool busy = false;              ///< spin in wait instead of sleeping on the driver's fd
   bool check = false;             ///< verify every byte received
   bool json = false;

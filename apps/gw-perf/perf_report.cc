@@ -101,6 +101,7 @@ void print_header(const Options& o, const TransportProperties& props, uint32_t d
   if (props.name == "rdma") std::printf(" Number of qps   : %d\n", o.qps);
   if (bw) std::printf(" TX depth        : %u\n", depth);
   if (bw) std::printf(" RX depth        : %u\n", rx_depth);
+  if (bw && !o.check) std::printf(" Buffers         : %u per side\n", o.buffers);
   std::printf(" Wait mode       : %s\n",
               o.busy ? "busy-poll (--busy)" : "blocking (spin transport.spin_us, then sleep on fd)");
   std::printf(" Data check      : %s\n", o.check ? "ON (every byte)" : "OFF");
@@ -124,9 +125,10 @@ void print_bw(const Options& o, const BwResult& r) {
   if (o.json) {
     json_begin(o, "bw");
     std::printf("\"bidirectional\":%s,\"bytes\":%" PRIu64 ",\"iterations\":%" PRIu64
-                ",\"tx_depth\":%u,\"bw_peak_MBps\":%.2f,\"bw_avg_MBps\":%.2f,"
+                ",\"tx_depth\":%u,\"buffers\":%u,\"bw_peak_MBps\":%.2f,\"bw_avg_MBps\":%.2f,"
                 "\"bw_avg_Gbps\":%.3f,\"msg_rate_Mpps\":%.6f,\"check_errors\":%" PRIu64 "}\n",
-                o.bidir ? "true" : "false", r.size, r.iters, r.depth, r.peak_bps / kMB,
+                o.bidir ? "true" : "false", r.size, r.iters, r.depth, o.check ? r.depth : o.buffers,
+                r.peak_bps / kMB,
                 r.avg_bps / kMB, r.avg_bps * 8e-9, r.msg_rate * 1e-6, r.errors);
   } else {
     std::printf(" %-7" PRIu64 "    %-7" PRIu64 "        %-7.2f            %-7.2f              "

@@ -157,11 +157,11 @@ int report_failure(const Status& st) {
 
 int run_client(Group& group, const Options& opt) {
   const uint64_t max = max_size(opt);
-  auto s = Session::create(group, opt, max, opt.tx_depth, opt.rx_depth, opt.check);
+  auto s = Session::create(group, opt, max, opt.tx_depth, opt.rx_depth, opt.check, opt.buffers);
   if (!s.ok()) return report_failure(s.status());
   Session& session = **s;
   Ctrl hello{.type = CtrlType::kHello, .size = max, .flags = opt.check ? kFlagCheck : 0u,
-             .depth = opt.tx_depth, .rx_depth = opt.rx_depth};
+             .depth = opt.tx_depth, .rx_depth = opt.rx_depth, .buffers = opt.buffers};
   Status st = session.send_ctrl(hello);
   if (st.ok()) st = session.recv_ctrl(CtrlType::kReady).status();
   if (!st.ok()) return report_failure(st);
@@ -193,7 +193,8 @@ int run_server(Group& group, const Options& opt) {
   auto hello = session.recv_ctrl(CtrlType::kHello);
   if (!hello.ok()) return report_failure(hello.status());
   const bool check = (hello->flags & kFlagCheck) != 0;
-  Status st = session.create_data(hello->size, hello->depth, hello->rx_depth, check);
+  Status st = session.create_data(hello->size, hello->depth, hello->rx_depth, check,
+                                  std::max<uint32_t>(1, hello->buffers));
   if (st.ok()) st = session.send_ctrl(Ctrl{.type = CtrlType::kReady});
   if (!st.ok()) return report_failure(st);
 

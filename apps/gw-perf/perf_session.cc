@@ -52,13 +52,15 @@ Result<std::unique_ptr<Session>> Session::create_control(Group& group, const Opt
 
 Result<std::unique_ptr<Session>> Session::create(Group& group, const Options& opt,
                                                  uint64_t max_size, uint32_t depth,
-                                                 uint32_t rx_depth, bool check) {
+                                                 uint32_t rx_depth, bool check,
+                                                 uint32_t buffers) {
   GW_ASSIGN_OR_RETURN(auto s, create_control(group, opt));
-  GW_RETURN_IF_ERROR(s->create_data(max_size, depth, rx_depth, check));
+  GW_RETURN_IF_ERROR(s->create_data(max_size, depth, rx_depth, check, buffers));
   return s;
 }
 
-Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check) {
+Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check,
+                            uint32_t buffers) {
   const auto& props = properties();
   if (props.max_message_size != 0 && max_size > props.max_message_size) {
     return Status(Code::kInvalidArgument, "size " + std::to_string(max_size) + " exceeds " +
@@ -77,9 +79,11 @@ Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth
   check_ = check;
   max_size = std::max<uint64_t>(max_size, 1);
   // Without --check every message shares one slot each way, as perftest and iperf3 reuse
-  // theirs; with it each outstanding message has its own slot so it can be verified.
+  // theirs (--buffers: N slots, an application's footprint); with it each outstanding message
+  // has its own slot so it can be verified.
+  buffers_ = std::clamp<uint32_t>(buffers, 1, std::max(depth_, rx_depth_));
   buf_bytes_ = check ? std::max(max_size, std::min(max_size * depth_, kCheckBufferBytes))
-                     : max_size;
+                     : max_size * buffers_;
   send_buf_.assign(buf_bytes_, 0);  // touched now: no page faults in the timed loop
   recv_buf_.assign(buf_bytes_, 0);
   send_busy_.assign(depth_, 0);
@@ -91,8 +95,9 @@ Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth
 }
 
 uint32_t Session::slots_for(uint64_t size) const {
-  if (!check_ || size == 0) return 1;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(buf_bytes_ / size, 1, depth_));
+  if (size == 0) return 1;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(buf_bytes_ / size, 1, check_ ? depth_ : buffers_));
 }
 
 Status Session::post_ctrl_recv() {

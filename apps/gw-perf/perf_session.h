@@ -34,7 +34,7 @@ struct Ctrl {
   uint64_t errors = 0;     ///< Done: check errors the sender of Done found
   double recv_peak = 0;    ///< Done: receive-side peak bandwidth (bytes/s)
   uint32_t rx_depth = 0;   ///< Hello: receives kept posted in bw
-  uint32_t pad = 0;
+  uint32_t buffers = 0;    ///< Hello: message buffers per side (0: 1)
 };
 static_assert(sizeof(Ctrl) == 64);
 
@@ -63,10 +63,12 @@ class Session {
   /// `rx_depth` receives outstanding. @return the transport's registration errors.
   static Result<std::unique_ptr<Session>> create(Group& group, const Options& opt,
                                                  uint64_t max_size, uint32_t depth,
-                                                 uint32_t rx_depth, bool check);
+                                                 uint32_t rx_depth, bool check,
+                                                 uint32_t buffers = 1);
   /// Control buffers only; the server calls create_data() once the client's Hello arrives.
   static Result<std::unique_ptr<Session>> create_control(Group& group, const Options& opt);
-  Status create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check);
+  Status create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check,
+                     uint32_t buffers = 1);
 
   /// Send a control message (waits for the previous one's send completion first).
   Status send_ctrl(const Ctrl& c);
@@ -128,6 +130,7 @@ class Session {
   uint32_t depth_ = 1;
   uint32_t rx_depth_ = 1;
   bool check_ = false;
+  uint32_t buffers_ = 1;  // without --check: message buffers cycled per side
   std::vector<uint8_t> send_busy_, recv_busy_;  // check mode: slot in flight
   // Control: one receive always posted, one send at a time.
   std::array<Ctrl, 2> ctrl_buf_{};  // [0] send, [1] receive

@@ -100,9 +100,12 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
   const int me = net.rank(), peer = 1 - me;
   constexpr int kDepth = GW_NCCL_MAX_REQUESTS;
   constexpr size_t kMax = 4 << 20;
-  // One buffer per request in flight, as gw-perf's tx-depth x size: the same memory footprint
-  // (two reused buffers stayed in cache and beat gw-perf 1.5x at 1 MiB).
-  std::vector<uint8_t> buf(kMax * kDepth, 3);
+  // GW_NCCL_BENCH_BUFFERS (default 1) message buffers cycled per side: the footprint must equal
+  // the tool compared with (gw-perf --buffers N; 1 as perftest); NCCL's proxy cycles
+  // NCCL_STEPS = 8 slots per connection.
+  const char* nb = std::getenv("GW_NCCL_BENCH_BUFFERS");
+  const int nbuf = std::clamp(nb ? std::atoi(nb) : 1, 1, kDepth);
+  std::vector<uint8_t> buf(kMax * static_cast<size_t>(nbuf), 3);
   void* mh = nullptr;
   void* comm = me == 0 ? m.send[peer] : m.recv[peer];
   CHECK(net.reg_mr(comm, buf.data(), buf.size(), GW_NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
@@ -124,7 +127,7 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
       std::deque<void*> q;
       for (int i = 0; i < count || !q.empty();) {
         if (i < count && static_cast<int>(q.size()) < kDepth) {
-          uint8_t* p = buf.data() + (i % kDepth) * size;
+          uint8_t* p = buf.data() + static_cast<size_t>(i % nbuf) * size;
           q.push_back(me == 0 ? must_send(net, comm, p, size, 0, mh)
                               : must_recv(net, comm, p, size, 0, mh));
           ++i;
