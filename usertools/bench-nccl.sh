@@ -7,7 +7,8 @@
 # GW_NCCL_BENCH_MIB (default 512): MiB moved per bandwidth size, by both tools.
 # GW_NCCL_BENCH_BUFFERS (default 1): message buffers each side cycles, the same for both tools
 # (gw-perf --buffers; 1 as perftest; 8 as NCCL's proxy, NCCL_STEPS slots per connection).
-# Rounds alternate which tool runs first.
+# Rounds alternate which tool runs first. Both pin rank r to CPU r (gw-perf --pin,
+# GW_NCCL_BENCH_PIN=1): two busy-polling ranks sharing one core measure the scheduler.
 # GW_NCCL_OLD_PLUGIN=FILE adds an older build of the plugin to every round (an A/B of the plugin
 # alone: FILE is copied beside the new one, so it loads the same libgradwire).
 set -euo pipefail
@@ -32,7 +33,7 @@ echo "## bench-nccl: $(date -u '+%F %H:%M UTC'), $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $t"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 nb=${GW_NCCL_BENCH_BUFFERS:-1}
-export GW_NCCL_BENCH_BUFFERS=$nb
+export GW_NCCL_BENCH_BUFFERS=$nb GW_NCCL_BENCH_PIN=1
 echo "buffers per side: $nb"
 plugin_runs() {
   echo "# plugin (ncclNetPlugin_v12): $h PLUGIN 12 lat|bw 2 $t"
@@ -45,13 +46,13 @@ plugin_runs() {
   fi
 }
 perf_runs() {
-  echo "# gw-perf --ranks 2 -t $t --busy (bw: --buffers $nb)"
+  echo "# gw-perf --ranks 2 --pin -t $t --busy (bw: --buffers $nb)"
   for s in 8 64 512 4096; do
-    "$perf" --ranks 2 -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "
+    "$perf" --ranks 2 --pin -t "$t" --busy --test lat -s "$s" -n 2000 | grep -E "^ +$s "
   done
   for s in 65536 262144 1048576 4194304; do
     n=$(( (mib << 20) / s )); [ "$n" -lt 256 ] && n=256
-    "$perf" --ranks 2 -t "$t" --busy --test bw -s "$s" -n "$n" --tx-depth 32 -r 32 \
+    "$perf" --ranks 2 --pin -t "$t" --busy --test bw -s "$s" -n "$n" --tx-depth 32 -r 32 \
       --buffers "$nb" | grep -E "^ +[0-9]+ "
   done
 }

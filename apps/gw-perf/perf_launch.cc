@@ -3,12 +3,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <memory>
@@ -25,6 +27,25 @@ namespace {
 int fail(const Status& st) {
   std::fprintf(stderr, "gw-perf: %s\n", st.to_string().c_str());
   return 1;
+}
+
+// --pin: rank r on the r-th CPU this process may use (modulo their number).
+Status pin_to_cpu(int r) {
+  cpu_set_t allowed;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    return Status(Code::kSystemError, "gw-perf --pin: sched_getaffinity", errno);
+  int want = r % CPU_COUNT(&allowed);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed) || want-- > 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0)
+      return Status(Code::kSystemError, "gw-perf --pin: sched_setaffinity to CPU " +
+                                            std::to_string(c), errno);
+    return Status();
+  }
+  return Status(Code::kInternal, "gw-perf --pin: no allowed CPU");
 }
 
 // A port the kernel considers free now; rank 0 binds it a moment later.
@@ -124,6 +145,10 @@ int run_forked(const Options& opt) {
       return 1;
     }
     if (pid == 0) {
+      if (o.pin) {
+        Status st = pin_to_cpu(r);
+        if (!st.ok()) ::_exit(fail(st));
+      }
       o.host = r == 0 ? "" : "127.0.0.1";
       int rc = run_process(o);
       std::fflush(stdout);

@@ -100,6 +100,9 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("--test", test, "bw or lat")
       ->check(CLI::IsMember({"bw", "lat"}))
       ->capture_default_str();
+  app.add_flag("--pin", o.pin,
+               "with --ranks: rank r runs on CPU r of those allowed (as taskset -c per "
+               "process), so two busy-polling ranks never share a core");
   app.add_flag("-b,--bidirectional", o.bidir, "bw: both ranks send at once");
   app.add_option("-s,--size", size_text,
                  "message size, suffixes K/M/G, or a list: 64,4K,1M (default 65536)");

@@ -21,6 +21,7 @@ struct Options {
   uint16_t port = 18515;          ///< TCP store port
   bool port_given = false;        ///< --port was on the command line
   int ranks = 0;                  ///< --ranks 2: fork both ranks on this host
+  bool pin = false;               ///< --ranks 2: rank r on CPU r (mod the CPUs allowed)
   Test test = Test::kBw;
   bool bidir = false;
   std::vector<uint64_t> sizes;    ///< message sizes, in order

@@ -5,6 +5,7 @@
 // directory (memif sockets). Each rank gets GW_RANK (dpdk role=auto picks server/client by it).
 // Exit 0 when every rank passed (case death: rank 1 must die by SIGKILL), 77 when the
 // transport cannot be opened here (meson's skip), 1 otherwise.
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -114,6 +115,17 @@ int main(int argc, char** argv) {
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
       sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+      // GW_NCCL_BENCH_PIN=1: rank r on the r-th allowed CPU, as gw-perf --pin.
+      if (const char* pin = std::getenv("GW_NCCL_BENCH_PIN"); pin && std::atoi(pin) == 1) {
+        cpu_set_t allowed, one;
+        CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0, "sched_getaffinity");
+        int want = r % CPU_COUNT(&allowed), c = 0;
+        for (; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &allowed) && want-- == 0) break;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
+      }
       // Before the plugin is loaded: it reads these at init, as under NCCL.
       setenv("GW_RANK", std::to_string(r).c_str(), 1);
       setenv("GW_NCCL_TRANSPORT", spec.c_str(), 1);
