@@ -1,6 +1,7 @@
 // Session setup and control messages (not timed). The hot path is in perf_datapath.cc.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "perf_internal.h"
@@ -59,6 +60,19 @@ Result<std::unique_ptr<Session>> Session::create(Group& group, const Options& op
   return s;
 }
 
+Status PageBuffer::assign(size_t n, uint8_t v) {
+  const size_t rounded = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
+  p_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded)));
+  n_ = p_ ? n : 0;
+  if (!p_) {
+    return Status(Code::kResourceExhausted,
+                  "gw-perf: cannot allocate " + std::to_string(n) +
+                      " bytes of message buffers: use a smaller size, --buffers or --tx-depth");
+  }
+  std::memset(p_.get(), v, rounded);
+  return Status();
+}
+
 Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth, bool check,
                             uint32_t buffers) {
   const auto& props = properties();
@@ -84,8 +98,8 @@ Status Session::create_data(uint64_t max_size, uint32_t depth, uint32_t rx_depth
   buffers_ = std::clamp<uint32_t>(buffers, 1, std::max(depth_, rx_depth_));
   buf_bytes_ = check ? std::max(max_size, std::min(max_size * depth_, kCheckBufferBytes))
                      : max_size * buffers_;
-  send_buf_.assign(buf_bytes_, 0);  // touched now: no page faults in the timed loop
-  recv_buf_.assign(buf_bytes_, 0);
+  GW_RETURN_IF_ERROR(send_buf_.assign(buf_bytes_, 0));
+  GW_RETURN_IF_ERROR(recv_buf_.assign(buf_bytes_, 0));
   send_busy_.assign(depth_, 0);
   recv_busy_.assign(depth_, 0);
   auto& t = group_.transport();

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "harness_cases.h"
@@ -105,7 +108,13 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
   // NCCL_STEPS = 8 slots per connection.
   const char* nb = std::getenv("GW_NCCL_BENCH_BUFFERS");
   const int nbuf = std::clamp(nb ? std::atoi(nb) : 1, 1, kDepth);
-  std::vector<uint8_t> buf(kMax * static_cast<size_t>(nbuf), 3);
+  // Page-aligned, as NCCL's buffers (and gw-perf's, from the allocator, at some offset).
+  const size_t bytes = kMax * static_cast<size_t>(nbuf);
+  std::unique_ptr<uint8_t, decltype(&std::free)> mem(
+      static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)), &std::free);
+  CHECK(mem != nullptr, "aligned_alloc");
+  std::memset(mem.get(), 3, bytes);
+  std::span<uint8_t> buf(mem.get(), bytes);
   void* mh = nullptr;
   void* comm = me == 0 ? m.send[peer] : m.recv[peer];
   CHECK(net.reg_mr(comm, buf.data(), buf.size(), GW_NCCL_PTR_HOST, &mh) == ncclSuccess, "regMr");
