@@ -406,6 +406,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
       GW_RETURN_IF_ERROR(ep->await_proof(deadline));
       return std::unique_ptr<Endpoint>(std::move(ep));
     }
+    if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
     if (deadline.expired()) {
       return Status(Code::kTimeout, "dpdk: " + who + " (" + remote + ") did not connect to " +
                                         port_->name() +

@@ -207,6 +207,7 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
       if (got.status().code() != Code::kUnavailable)
         return got.status().with_context("tcp: " + who + " (" + remote.to_string() + ")");
       GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
+      if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
       if (deadline.expired()) {
         return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
                                           ") did not connect to " + local_.to_string() +

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -165,6 +166,11 @@ struct ConnectParams {
   bool active = false;
   uint32_t peer_id = 0;     ///< caller's id for the peer (its rank); echoed in completions
   std::string peer_name;    ///< for error messages, e.g. "rank 3"
+  /// Optional, accepting side only: called between the driver's polls (every few ms) while it
+  /// waits for the peer to dial. An error stops the wait and connect() returns it, e.g. when
+  /// the job learnt meanwhile that this peer, or the rank it waits on, is gone (Group::create
+  /// asks the store). Keep it cheap or rate-limit it.
+  std::function<Status()> give_up;
 };
 
 /// A reliable, ordered, message-based connection to one peer. Receives are matched to
