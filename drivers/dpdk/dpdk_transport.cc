@@ -495,6 +495,17 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
   return m;
 }
 
+Status DpdkTransport::abort(std::string_view reason) {
+  core_.request_abort(reason);
+  return Status();
+}
+
+void DpdkTransport::abort_now() {
+  const Status st = core_.abort_status();
+  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->abort(st);
+  core_.fail_any(st.code());
+}
+
 Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }
 
 Result<size_t> DpdkCq::sleep_poll(std::span<Completion> out, int timeout_ms) {

@@ -4,9 +4,10 @@
 /// CompletionQueue = where finished requests are reported (any peer).
 ///
 /// Thread-safety: a Transport, its endpoints and its CQ are used by one thread at a time (the
-/// caller drives progress by polling, as with DPDK ports and NCCL net plugins). Open one
-/// Transport per thread for concurrent use. Endpoints and MemoryRegions must not outlive the
-/// Transport that made them.
+/// caller drives progress by polling, as with DPDK ports and NCCL net plugins), except
+/// Transport::abort(), which any thread may call at any time. Open one Transport per thread
+/// for concurrent use. Endpoints and MemoryRegions must not outlive the Transport that made
+/// them.
 #pragma once
 
 #include <array>
@@ -243,6 +244,19 @@ class Transport {
   virtual CompletionQueue& cq() = 0;
   /// Counters (bytes, messages, errors, ...), for tools and tests.
   virtual std::map<std::string, uint64_t> stats() const = 0;
+  /// Abort everything, from any thread (also while another thread is in poll() or wait()):
+  /// within 200 ms every request posted on every endpoint, and every any-source receive,
+  /// completes with Code::kAborted, each endpoint fails with Aborted naming `reason` (its
+  /// Op::kEndpointError event follows its requests), a thread sleeping in the CQ's wait()
+  /// wakes, and every later post_send/post_recv/post_recv_any is refused with Aborted. The
+  /// driving thread carries it out in its next poll; wake-up: tcp and rdma write an eventfd
+  /// in their epoll set, dpdk's idle wait sees it within its 1 ms back-off. The peers see
+  /// their endpoint fail at once, as when this process closes it (tcp and rdma close the
+  /// connection, dpdk sends its FIN): RemoteError "closed the connection", without the reason
+  /// -- who aborted and why is the layer above's to tell (Communicator's failure notice).
+  /// Irreversible: open a new Transport to communicate again. Later calls do nothing.
+  /// @return OK; NotSupported from a driver without it.
+  virtual Status abort(std::string_view reason);
 };
 
 }  // namespace gw
