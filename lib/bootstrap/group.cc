@@ -132,18 +132,21 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   // An active connect waits for the peer's answer to its authentication (gw_auth.h), but
   // answers the peers that dial this rank meanwhile: dialling every higher rank first and
   // then accepting every lower one cannot deadlock. A rank whose connect fails tells the
-  // others through "<prefix>/failed"; one that waits for a peer to dial it looks there (and
-  // at the store's notice of a rank that left) every kGiveUpEvery, so a rank killed or failed
-  // during set-up stops the others within about that, not at the timeout.
+  // others through "<prefix>/failed"; one that waits for a peer to dial it looks there every
+  // kGiveUpEvery, so a rank killed or failed during set-up stops the others within about
+  // that, not at the timeout. Only check() there: it never blocks on any store, whereas a
+  // zero-timeout get means "wait forever" to c10d's stores (the torch backend's), and a timed
+  // out c10d wait may leave its TCPStore connection out of step.
   const std::string failed_key = prefix + "/failed";
   Clock::time_point next_look{};
   auto give_up = [&]() -> Status {
     auto now = Clock::now();
     if (now < next_look) return Status();
     next_look = now + kGiveUpEvery;
-    auto got = g->store_->get(failed_key, Nanos(0));
-    if (got.ok()) return failure_notice(where, *got);
-    return got.status().code() == Code::kTimeout ? Status() : got.status();
+    GW_ASSIGN_OR_RETURN(bool failed, g->store_->check({&failed_key, 1}));
+    if (!failed) return Status();
+    GW_ASSIGN_OR_RETURN(auto notice, g->store_->get(failed_key, deadline.remaining()));
+    return failure_notice(where, notice);
   };
   auto connect = [&](int p) -> Status {
     ConnectParams params;

@@ -330,7 +330,13 @@ class Client final : public Store {
                       err);
       }
       fd = std::move(*s);
-      GW_RETURN_IF_ERROR(authenticate(fd, key_, host_, port_, Deadline(io_timeout_)));
+      // It authenticated before; refused now, whoever answers is not the job's server.
+      Status st = authenticate(fd, key_, host_, port_, Deadline(io_timeout_));
+      if (!st.ok() && who_.server_rank >= 0)
+        return server_lost(name_ + ": cannot open a connection for " + op + ": " +
+                               std::string(st.message()),
+                           st.sys_errno());
+      GW_RETURN_IF_ERROR(st);
     }
     GW_ASSIGN_OR_RETURN(auto payload, exchange(op, fd.get(), std::move(frame), wait));
     std::lock_guard lock(mu_);
