@@ -112,11 +112,25 @@ def classify(rc, hung, text, hit, after):
     return 'reported' if after <= bound + 1.0 else 'reported-late'
 
 
+ERROR_LINE = re.compile(r'^gw-soak: rank (\d+): (.*?): .*\[culprit: (rank (\d+)|unknown)\]$')
+
+
 def named(text, victim):
-    """Survivors' final error lines, and how many name the victim rank."""
-    lines = [l for l in text.splitlines() if l.startswith('gw-soak: rank ')]
-    right = [l for l in lines if re.search(rf'\brank {victim}\b', l.split(':', 2)[-1])]
-    return len(lines), len(right)
+    """Survivors' error lines, how many name the victim in their structured culprit field
+    (gw-soak prints Status::rank() as "[culprit: rank V]"), and where each rank failed."""
+    lines = [m for m in map(ERROR_LINE.match, text.splitlines()) if m]
+    right = [m for m in lines if m.group(4) is not None and int(m.group(4)) == victim]
+    where = sorted({phase(m.group(2)) for m in lines})
+    return len(lines), len(right), where
+
+
+def phase(what):
+    """Coarse place of a failure: set-up, collective op, PS, or a final store barrier."""
+    if what.startswith('op '):
+        return 'op'
+    if what.startswith('end of'):
+        return 'barrier'
+    return 'ps' if what.startswith('PS') else 'set-up'
 
 
 def main():
@@ -147,7 +161,7 @@ def main():
                  'after_fault_s': round(after, 3) if after is not None else None,
                  'verdict': verdict}
             if after is not None:
-                r['survivor_errors'], r['naming_victim'] = named(text, hit[1])
+                r['survivor_errors'], r['naming_victim'], r['where'] = named(text, hit[1])
             results.append(r)
             jl.write(json.dumps(r) + '\n')
             jl.flush()
@@ -178,6 +192,13 @@ def summary(results):
                             r['naming_victim'] == r['survivor_errors'])
             print(f'\n{sig}: {len(h)} jobs, worst end {worst:.2f} s after the signal; every '
                   f'survivor error names the victim in {named_all} of {len(h)}')
+            for where in sorted({w for r in h for w in r.get('where', [])}):
+                hw = [r for r in h if where in r.get('where', [])]
+                ends = sorted(r['after_fault_s'] for r in hw)
+                ok = sum(1 for r in hw if r['naming_victim'] == r['survivor_errors'])
+                print(f'  failed in {where}: {len(hw)} jobs, ended {ends[len(ends) // 2]:.2f} s '
+                      f'(median) / {ends[-1]:.2f} s (worst) after; victim named by every survivor '
+                      f'in {ok}')
 
 
 if __name__ == '__main__':

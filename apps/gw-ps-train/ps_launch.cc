@@ -38,10 +38,7 @@ Result<std::unique_ptr<Group>> make_group(const Launched& l, const std::string& 
 }
 
 Status end_phase(const Launched& l, const std::string& prefix, Nanos timeout) {
-  GW_RETURN_IF_ERROR(l.store->set(prefix + "/left/" + std::to_string(l.rank), "1"));
-  std::vector<std::string> keys;
-  for (int r = 0; r < l.size; ++r) keys.push_back(prefix + "/left/" + std::to_string(r));
-  return l.store->wait(keys, timeout);
+  return store_barrier(*l.store, prefix + "/left", l.rank, l.size, timeout);
 }
 
 Status leave(const Launched& l, Nanos timeout) {
@@ -49,7 +46,7 @@ Status leave(const Launched& l, Nanos timeout) {
   if (l.rank != 0) return Status();
   std::vector<std::string> keys;
   for (int r = 0; r < l.size; ++r) keys.push_back("exit/" + std::to_string(r));
-  return l.store->wait(keys, timeout);
+  return wait_ranks(*l.store, keys, timeout, "reach the end of the job");
 }
 
 int start(const char* app, int ranks, bool threads, char** argv, Nanos timeout,

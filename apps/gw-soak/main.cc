@@ -3,6 +3,8 @@
 // against soak_ops' reference. usertools/gw-soak.py runs it for a long time over tcp and dpdk
 // with injected faults and killed or stopped ranks.
 // Exit codes: 0 all results right; 3 a wrong result (the first is printed); 1 an error; 2 usage.
+// A failed rank prints one line "gw-soak: rank R: <what>: <status> [culprit: rank V]" (or
+// "[culprit: unknown]"): V is the error's structured Status::rank(), which gw-soak.py counts.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,6 +20,13 @@ namespace gw::soak {
 namespace {
 
 using psapp::Launched;
+
+int fail(const Launched& l, const std::string& what, const Status& st) {
+  std::string culprit = st.rank() >= 0 ? "rank " + std::to_string(st.rank()) : "unknown";
+  std::fprintf(stderr, "gw-soak: rank %d: %s: %s [culprit: %s]\n", l.rank, what.c_str(),
+               st.to_string().c_str(), culprit.c_str());
+  return 1;
+}
 
 struct Options {
   int ranks = 0;
@@ -176,20 +185,18 @@ class Runner {
 int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   const Nanos tmo = Millis(o.timeout_ms);
   auto g = psapp::make_group(l, o.transport, "soak/coll", tmo);
-  if (!g.ok()) return psapp::fail("gw-soak", g.status().with_context("rank " + std::to_string(l.rank)));
+  if (!g.ok()) return fail(l, "set-up", g.status());
   CommOptions co;
   co.timeout = tmo;
   auto c = Communicator::create(**g, co);
-  if (!c.ok()) return psapp::fail("gw-soak", c.status());
+  if (!c.ok()) return fail(l, "communicator", c.status());
   Runner run(**c, o, l.rank, l.size);
   for (int i = 0; i < o.ops; ++i) {
     const Op op = make_op(o.seed, static_cast<uint64_t>(i), l.size, o.max_count);
     Wrong w;
     Status st = run.run(static_cast<uint64_t>(i), op, &w, checked);
     if (!st.ok()) {
-      std::fprintf(stderr, "gw-soak: rank %d: op %d (%s): %s\n", l.rank, i, describe(op).c_str(),
-                   st.to_string().c_str());
-      return 1;
+      return fail(l, "op " + std::to_string(i) + " (" + describe(op) + ")", st);
     }
     if (w.any) {
       std::fprintf(stderr, "gw-soak: rank %d: WRONG RESULT: op %d (%s, seed %llu): %s\n", l.rank,
@@ -201,7 +208,7 @@ int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   c->reset();
   g->reset();
   Status st = psapp::end_phase(l, "soak/coll", tmo);
-  return st.ok() ? 0 : psapp::fail("gw-soak", st);
+  return st.ok() ? 0 : fail(l, "end of the collectives", st);
 }
 
 float grad_value(int worker, int round, uint64_t key, size_t i) {
@@ -218,14 +225,14 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
   po.mode = Consistency::kBsp;
   po.timeout = tmo;
   auto g = psapp::make_group(l, o.transport, "soak/ps", tmo);
-  if (!g.ok()) return psapp::fail("gw-soak", g.status());
+  if (!g.ok()) return fail(l, "PS set-up", g.status());
   Status st;
   if (l.rank < o.servers) {
     auto s = PsServer::create(**g, keys, po, make_sum_updater());
     st = s.ok() ? (*s)->serve(tmo * static_cast<int64_t>(o.ps_rounds + 2)) : s.status();
   } else {
     auto w = PsWorker::create(**g, keys, po);
-    if (!w.ok()) return psapp::fail("gw-soak", w.status());
+    if (!w.ok()) return fail(l, "PS worker", w.status());
     const int workers = (*w)->workers();
     for (int t = 0; t < o.ps_rounds && st.ok(); ++t) {
       for (const KeySpec& k : keys) {
@@ -253,10 +260,10 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
     }
     if (st.ok()) st = (*w)->finish(tmo);
   }
-  if (!st.ok()) return psapp::fail("gw-soak", st.with_context("rank " + std::to_string(l.rank) + ", PS phase"));
+  if (!st.ok()) return fail(l, "PS phase", st);
   g->reset();
   st = psapp::end_phase(l, "soak/ps", tmo);
-  return st.ok() ? 0 : psapp::fail("gw-soak", st);
+  return st.ok() ? 0 : fail(l, "end of the PS rounds", st);
 }
 
 int run(const Options& o, const Launched& l) {
@@ -265,7 +272,7 @@ int run(const Options& o, const Launched& l) {
   if (o.servers > 0 && l.size > o.servers)
     if (int rc = ps_phase(o, l, &checked); rc != 0) return rc;
   if (Status st = psapp::leave(l, Millis(o.timeout_ms)); !st.ok())
-    return psapp::fail("gw-soak", st);
+    return fail(l, "end of the job", st);
   std::printf("gw-soak: rank %d OK: %d collectives%s, %llu elements checked\n", l.rank, o.ops,
               o.servers > 0 ? " + PS rounds" : "", static_cast<unsigned long long>(checked));
   return 0;

@@ -198,8 +198,17 @@ DpdkEndpoint::~DpdkEndpoint() {
   t_->endpoint_gone(this);  // core_ drops pending requests and buffered messages
 }
 
+void DpdkEndpoint::abort(const Status& st) {
+  if (connected_ && !failed() && t_->link_up()) {
+    send_control(PktType::kFin);
+    send_control(PktType::kFin);
+  }
+  fail(st);
+}
+
 Result<size_t> DpdkEndpoint::post_send(std::span<const SendRequest> reqs) {
-  if (failed()) return core_.error();
+  if (const Status& no = core_.refusal(); !no.ok()) [[unlikely]]
+    return no;
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     if (Status st = core::check_send("dpdk", peer_name_, reqs[n], t_->opts().max_message);

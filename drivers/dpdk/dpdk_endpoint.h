@@ -86,6 +86,9 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   /// logged at debug level when nothing was pending, and the messages that arrived whole and
   /// wait for their receive stay receivable.
   void fail(const Status& st, bool quiet_close = false);
+  /// Transport::abort: a FIN to the peer (so it fails now, not at its retransmit limit), then
+  /// fail(st).
+  void abort(const Status& st);
   /// Accepts a packet from the peer's address and connection id.
   bool from_peer(uint32_t ip, uint16_t port, uint32_t src_conn) const {
     return ip == peer_.ip && port == peer_.port && (!connected_ || src_conn == remote_conn_);

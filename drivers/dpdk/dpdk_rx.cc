@@ -36,6 +36,8 @@ Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
     last_timers_ = now_;
     timers();
   }
+  if (core_.take_abort()) [[unlikely]]
+    abort_now();
   flush_tx();
   return core_.sink().drain(out);
 }

@@ -406,6 +406,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
       GW_RETURN_IF_ERROR(ep->await_proof(deadline));
       return std::unique_ptr<Endpoint>(std::move(ep));
     }
+    if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
     if (deadline.expired()) {
       return Status(Code::kTimeout, "dpdk: " + who + " (" + remote + ") did not connect to " +
                                         port_->name() +
@@ -492,6 +493,17 @@ std::map<std::string, uint64_t> DpdkTransport::stats() const {
                                        {"fault_tx_corrupted", tf.corrupted}};
   core_.add_stats(m);
   return m;
+}
+
+Status DpdkTransport::abort(std::string_view reason) {
+  core_.request_abort(reason);
+  return Status();
+}
+
+void DpdkTransport::abort_now() {
+  const Status st = core_.abort_status();
+  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->abort(st);
+  core_.fail_any(st.code());
 }
 
 Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }

@@ -93,6 +93,11 @@ class DpdkTransport final : public Transport {
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
   CompletionQueue& cq() override { return cq_; }
   std::map<std::string, uint64_t> stats() const override;
+  /// Any thread: the core's latch; a sleeping idle_wait() sees it within its 1 ms back-off.
+  Status abort(std::string_view reason) override;
+  /// The driving thread carries out Transport::abort: each endpoint tells its peer (FIN) and
+  /// fails with it.
+  void abort_now();
 
   // --- used by DpdkEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);

@@ -33,6 +33,7 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
         return std::unique_ptr<Endpoint>(std::move(ep));
       }
       GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
+      if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
       if (deadline.expired()) {
         return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
                                           ") did not connect to " + ctrl_local_.to_string() +

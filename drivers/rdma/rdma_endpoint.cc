@@ -242,6 +242,8 @@ void RdmaEndpoint::bind(const ConnectParams& p, Fd ctrl) {
 
 Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
   if (failed()) return error_;
+  if (t_->aborted()) [[unlikely]]
+    return t_->abort_status();
   size_t n = 0;
   const uint64_t max_msg = t_->properties().max_message_size;
   for (; n < reqs.size(); ++n) {
@@ -313,6 +315,8 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
+  if (t_->aborted()) [[unlikely]]
+    return t_->abort_status();
   size_t n = 0;
   bool took = false;
   for (; n < reqs.size(); ++n) {

@@ -300,7 +300,31 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
+  if (abort_.take()) [[unlikely]]
+    abort_now();
   return sink_.close_direct(m);
+}
+
+Status RdmaTransport::abort(std::string_view reason) {
+  if (abort_.request(Status(Code::kAborted, "rdma: transport aborted: " +
+                                                (reason.empty() ? std::string("no reason given")
+                                                                : std::string(reason))))) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
+  }
+  return Status();
+}
+
+void RdmaTransport::abort_now() {
+  const Status st = abort_.status();
+  for (size_t i = 0; i < eps_.size(); ++i)  // a failure may not remove an endpoint
+    if (eps_[i]) eps_[i]->fail(st);
+  while (any_.head() >= 0) {
+    const int i = any_.head();
+    const RecvRequest r = any_[i].req;
+    any_.erase(i);
+    sink_.push(Completion{r.wr_id, r.tag, 0, nullptr, 0, Op::kRecv, st.code()});
+  }
 }
 
 int RdmaTransport::arm() {
@@ -350,6 +374,8 @@ RecvRequest RdmaTransport::take_any(int i) {
 
 Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
   static const std::string kAny = "any peer";
+  if (abort_.requested()) [[unlikely]]
+    return abort_.status();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];

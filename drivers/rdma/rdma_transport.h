@@ -103,6 +103,11 @@ class RdmaTransport final : public Transport {
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
   CompletionQueue& cq() override { return cq_; }
   std::map<std::string, uint64_t> stats() const override;
+  /// Any thread: the abort latch, then wake_fd_ wakes a progress asleep in epoll.
+  Status abort(std::string_view reason) override;
+  /// Transport::abort was requested (one acquire load): posts are refused with abort_status().
+  bool aborted() const { return abort_.requested(); }
+  const Status& abort_status() const { return abort_.status(); }
 
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
@@ -173,6 +178,9 @@ class RdmaTransport final : public Transport {
   /// Passive side: make the QP, connect it, reply, and park it until connect() asks for it.
   void answer(Fd fd, const Hello& h);
   void handle_wc(const ibv_wc& wc);
+  /// The driving thread carries out Transport::abort: every endpoint and any-source receive
+  /// fails with it.
+  void abort_now();
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
 
   Options opts_;
@@ -201,6 +209,7 @@ class RdmaTransport final : public Transport {
   core::CompletionSink sink_;
   core::UnexpectedStore store_;
   SlotList<AnyRecv> any_;
+  core::AbortLatch abort_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
   GpuPath gpu_;  // how CUDA device memory is registered
   DeviceOps* stage_ops_ = nullptr;  // set on the staging path: copies device memory

@@ -62,7 +62,8 @@ int TcpEndpoint::chunks_for(uint64_t len) const {
 }
 
 Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
-  if (failed()) return core_.error();
+  if (const Status& no = core_.refusal(); !no.ok()) [[unlikely]]
+    return no;
   const size_t nstreams = streams_.size();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {

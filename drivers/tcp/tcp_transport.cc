@@ -3,6 +3,7 @@
 
 #include <sys/epoll.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -135,6 +136,11 @@ Status TcpTransport::init(const Config& cfg) {
   ev.data.ptr = &listen_item_;
   if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, listener_.fd(), &ev) != 0)
     return Status(Code::kSystemError, "tcp: epoll_ctl(listener)", errno);
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_) return Status(Code::kSystemError, "tcp: eventfd", errno);
+  ev.data.ptr = &wake_item_;
+  if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
+    return Status(Code::kSystemError, "tcp: epoll_ctl(eventfd)", errno);
 
   uint8_t payload[32];
   size_t n = encode_addr(local_, payload);
@@ -207,6 +213,7 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
       if (got.status().code() != Code::kUnavailable)
         return got.status().with_context("tcp: " + who + " (" + remote.to_string() + ")");
       GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
+      if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
       if (deadline.expired()) {
         return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
                                           ") did not connect to " + local_.to_string() +
@@ -334,6 +341,9 @@ Status TcpTransport::wait_events(int timeout_ms) {
     uint32_t e = events_[i].events;
     if (item->kind == PollItem::kListener) {
       listener_.service();
+    } else if (item->kind == PollItem::kWake) {
+      uint64_t v;
+      (void)!::read(wake_.get(), &v, sizeof v);  // take_abort() below does the rest
     } else {
       auto* s = static_cast<Stream*>(item);
       if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) s->readable = true;
@@ -387,7 +397,23 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
     }
   }
   if (listener_.needs_tick()) listener_.tick();
+  if (core_.take_abort()) [[unlikely]]
+    abort_now();
   return core_.sink().drain(out);
+}
+
+Status TcpTransport::abort(std::string_view reason) {
+  if (core_.request_abort(reason)) {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+  }
+  return Status();
+}
+
+void TcpTransport::abort_now() {
+  const Status st = core_.abort_status();
+  for (TcpEndpoint* ep : eps_) ep->fail(st);
+  core_.fail_any(st.code());
 }
 
 void TcpTransport::endpoint_gone(TcpEndpoint* ep) {

@@ -33,7 +33,7 @@ class TcpEndpoint;
 
 /// What an epoll event points at.
 struct PollItem {
-  enum Kind : uint8_t { kListener, kStream } kind;
+  enum Kind : uint8_t { kListener, kStream, kWake } kind;
 };
 
 /// An accepted stream whose HELLO came, waiting for connect() to take it. With tcp.tls=on its
@@ -121,6 +121,8 @@ class TcpTransport final : public Transport {
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
   CompletionQueue& cq() override { return cq_; }
   std::map<std::string, uint64_t> stats() const override;
+  /// Any thread: the core's latch, then a write to wake_ wakes a progress asleep in epoll.
+  Status abort(std::string_view reason) override;
 
   // --- used by TcpEndpoint and the data path ---
   /// Progress; `timeout_ms` > 0 sleeps in epoll_wait first. With timeout 0 and at most
@@ -162,6 +164,8 @@ class TcpTransport final : public Transport {
   TcpTransport() : cq_(this) {}
   Status init(const Config& cfg);
   Status wait_events(int timeout_ms);
+  /// The driving thread carries out Transport::abort: every endpoint fails with it.
+  void abort_now();
   Result<std::vector<Parked>> take_parked(uint64_t key);
   /// One handshake step of every parked TLS stream. @return whether some still run.
   bool drive_parked_tls();
@@ -176,6 +180,8 @@ class TcpTransport final : public Transport {
   Fd epfd_;
   core::HelloListener listener_;
   PollItem listen_item_{PollItem::kListener};
+  Fd wake_;  // eventfd in the epoll set: abort() wakes a sleeping progress
+  PollItem wake_item_{PollItem::kWake};
   TcpCq cq_;
   core::TransportCore core_;
   std::vector<TcpEndpoint*> eps_;

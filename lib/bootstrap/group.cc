@@ -25,24 +25,16 @@ uint64_t pair_key(const std::string& prefix, int a, int b, int size) {
   return (h << 32) ^ (lo * static_cast<uint64_t>(size) + hi);
 }
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) out += ", ";
-    if (i == 32) return out + "and " + std::to_string(ranks.size() - 32) + " more";
-    out += std::to_string(ranks[i]);
-  }
-  return out;
-}
+constexpr Millis kGiveUpEvery{50};
 
-// Which of `keys` are still missing, as ranks. Only on the error path: one check per rank.
-Result<std::vector<int>> missing_ranks(Store& store, const std::vector<std::string>& keys) {
-  std::vector<int> missing;
-  for (size_t p = 0; p < keys.size(); ++p) {
-    GW_ASSIGN_OR_RETURN(bool there, store.check({&keys[p], 1}));
-    if (!there) missing.push_back(static_cast<int>(p));
-  }
-  return missing;
+// Another rank's "<prefix>/failed" notice, "<culprit rank>\n<its error>", as this rank's error.
+Status failure_notice(const std::string& where, const std::string& value) {
+  auto nl = value.find('\n');
+  int culprit = nl == std::string::npos ? -1 : std::atoi(value.substr(0, nl).c_str());
+  std::string text = nl == std::string::npos ? value : value.substr(nl + 1);
+  return Status(Code::kRemoteError, where + ": set-up failed on another rank, so this one " +
+                                        "stops too: " + text)
+      .with_rank(culprit);
 }
 
 // GW_HOST, else hostname + network namespace: namespaces of one machine share its hostname
@@ -95,16 +87,17 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
 
   Status waited = g->store_->wait(keys, deadline.remaining());
   if (waited.code() == Code::kTimeout) {
-    GW_ASSIGN_OR_RETURN(auto missing, missing_ranks(*g->store_, keys));
+    GW_ASSIGN_OR_RETURN(auto missing, store::missing_ranks(*g->store_, keys));
     if (!missing.empty()) {
       auto ms = std::chrono::duration_cast<Millis>(timeout).count();
       return Status(Code::kTimeout,
                     where + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
-                        join_ranks(missing) +
+                        store::join_ranks(missing) +
                         (missing.size() == 1 ? " never published its" : " never published their") +
                         " address to the store within " + std::to_string(ms) + " ms (prefix " +
                         prefix + "): check " + (missing.size() == 1 ? "it was" : "they were") +
-                        " started, with the same world size and master address/port");
+                        " started, with the same world size and master address/port")
+          .with_rank(missing.front());
     }
   } else if (!waited.ok()) {
     return waited.with_context(where + ": waiting for the other ranks' addresses");
@@ -138,7 +131,23 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
 
   // An active connect waits for the peer's answer to its authentication (gw_auth.h), but
   // answers the peers that dial this rank meanwhile: dialling every higher rank first and
-  // then accepting every lower one cannot deadlock.
+  // then accepting every lower one cannot deadlock. A rank whose connect fails tells the
+  // others through "<prefix>/failed"; one that waits for a peer to dial it looks there every
+  // kGiveUpEvery, so a rank killed or failed during set-up stops the others within about
+  // that, not at the timeout. Only check() there: it never blocks on any store, whereas a
+  // zero-timeout get means "wait forever" to c10d's stores (the torch backend's), and a timed
+  // out c10d wait may leave its TCPStore connection out of step.
+  const std::string failed_key = prefix + "/failed";
+  Clock::time_point next_look{};
+  auto give_up = [&]() -> Status {
+    auto now = Clock::now();
+    if (now < next_look) return Status();
+    next_look = now + kGiveUpEvery;
+    GW_ASSIGN_OR_RETURN(bool failed, g->store_->check({&failed_key, 1}));
+    if (!failed) return Status();
+    GW_ASSIGN_OR_RETURN(auto notice, g->store_->get(failed_key, deadline.remaining()));
+    return failure_notice(where, notice);
+  };
   auto connect = [&](int p) -> Status {
     ConnectParams params;
     params.remote = addrs[static_cast<size_t>(p)];
@@ -146,9 +155,14 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
     params.active = rank < p;
     params.peer_id = static_cast<uint32_t>(p);
     params.peer_name = "rank " + std::to_string(p);
+    params.give_up = give_up;
     auto ep = tr.connect(params, deadline);
     if (!ep.ok()) {
-      return ep.status().with_context(where + ": connect to rank " + std::to_string(p));
+      Status st = ep.status().with_context(where + ": connect to rank " + std::to_string(p));
+      if (st.rank() < 0) st = st.with_rank(p);
+      // Best effort: the others learn who, or time out as before.
+      (void)g->store_->set(failed_key, std::to_string(st.rank()) + "\n" + st.to_string());
+      return st;
     }
     g->eps_[static_cast<size_t>(p)] = std::move(*ep);
     return Status();

@@ -21,9 +21,16 @@ class Group {
   /// Every rank also publishes its host under "<prefix>/host/<rank>": `host`, else GW_HOST,
   /// else the hostname and network namespace (ranks of one namespace share their host, so
   /// each namespace of a test bed is a host of its own). Collectives use it (hierarchical).
-  /// @return Timeout naming the ranks that never showed up; InvalidArgument for a bad rank/size
-  ///         or a peer on another driver; the connect error with "group rank R: connect to
-  ///         rank P"; the store's errors.
+  /// A rank whose connect fails publishes "<prefix>/failed" (culprit rank and error); a rank
+  /// waiting for a peer to dial it checks that key every 50 ms (Store::check only), so a rank
+  /// killed or failed during set-up stops the others promptly; a rank killed while it is
+  /// awaited in a store wait is reported by the TCP store's notice (gw_store.h). Every error
+  /// names the rank at fault in Status::rank() where one is known.
+  /// @return Timeout naming the ranks that never showed up (rank(): the lowest);
+  ///         InvalidArgument for a bad rank/size or a peer on another driver; the connect error
+  ///         with "group rank R: connect to rank P" (rank(): P unless the driver named
+  ///         another); RemoteError for another rank's failure notice or a rank that left;
+  ///         the store's errors.
   static Result<std::unique_ptr<Group>> create(std::shared_ptr<Store> store,
                                                std::unique_ptr<Transport> transport, int rank,
                                                int size, Nanos timeout,

@@ -24,12 +24,15 @@ class Store {
   /// Set (or overwrite) a key. @return InvalidArgument (over 64 MiB), SystemError (file
   /// store), RemoteError (TCP server gone), Timeout (TCP server did not answer).
   virtual Status set(std::string_view key, std::string_view value) = 0;
-  /// Wait until `key` exists and return its value. @return Timeout naming the key; else as set.
+  /// Wait until `key` exists and return its value. @return Timeout naming the key; RemoteError
+  /// with Status::rank() set when a rank left the job while the key was missing (TCP store of a
+  /// launched job: that rank's session closed without a goodbye); else as set.
   virtual Result<std::string> get(std::string_view key, Nanos timeout) = 0;
   /// Atomically add `delta` to an integer key (created as 0) and return the new value.
   /// @return InvalidArgument when the key holds no integer or the sum overflows; else as set.
   virtual Result<int64_t> add(std::string_view key, int64_t delta) = 0;
-  /// Wait until all keys exist. @return Timeout naming the keys still missing; else as set.
+  /// Wait until all keys exist. @return Timeout naming the keys still missing; RemoteError naming
+  /// a rank that left (as get); else as set.
   virtual Status wait(std::span<const std::string> keys, Nanos timeout) = 0;
   /// Whether all keys exist now (no waiting). @return as set.
   virtual Result<bool> check(std::span<const std::string> keys) = 0;
@@ -57,12 +60,36 @@ class TcpStoreServer {
   virtual uint16_t port() const = 0;
 };
 
+/// Who a TCP store client is within a launched job. The defaults: an anonymous client.
+struct StoreIdentity {
+  /// This client's rank, or -1. A ranked client keeps a session connection open to the server;
+  /// if it closes without the goodbye the client's destructor (or exit()) sends, the process
+  /// was killed or crashed, and every get/wait of the job still missing keys fails at once
+  /// with RemoteError naming this rank (Status::rank()).
+  int rank = -1;
+  /// The rank whose process serves the store (0 in a launched job), or -1: a lost server is
+  /// then reported as RemoteError with Status::rank() == server_rank.
+  int server_rank = -1;
+};
+
 /// Client of a TCP store; retries connecting with back-off until `timeout` (the server may
 /// start later). Requests wait for the reply at most their own timeout plus
 /// store.io_timeout_ms; concurrent requests use separate connections.
-/// @return Timeout naming host:port and the last connect error; InvalidArgument (no host/port).
+/// @return Timeout naming host:port and the last connect error; InvalidArgument (no host/port
+///         or a rank over 65535); RemoteError when the server refused the session.
 Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
-                                                 Nanos timeout);
+                                                 Nanos timeout, StoreIdentity who = {});
+
+/// Waits until keys[r] exists for every rank r (one key per rank: an address, a barrier
+/// arrival). @return OK; Timeout listing the ranks whose keys are missing ("ranks 1, 3 did not
+/// <what> within N ms"), Status::rank() the lowest of them; the store's errors (a TCP store's
+/// RemoteError names a rank that left).
+Status wait_ranks(Store& store, std::span<const std::string> keys, Nanos timeout,
+                  std::string_view what = "reach the store barrier");
+
+/// Store barrier of ranks 0..size-1: sets "<prefix>/<rank>", then wait_ranks over every
+/// rank's key. @return as wait_ranks, and set's errors.
+Status store_barrier(Store& store, const std::string& prefix, int rank, int size, Nanos timeout);
 
 /// Store that puts `prefix/` before every key (one namespace per group or job).
 std::shared_ptr<Store> make_prefix_store(std::shared_ptr<Store> inner, std::string prefix);
@@ -83,7 +110,8 @@ struct LaunchInfo {
 Result<LaunchInfo> discover_launch();
 
 /// TCP store for a launched job: rank 0 starts the server (kept alive by the returned store),
-/// every rank connects. @return as TcpStoreServer::start and connect_tcp_store.
+/// every rank connects with StoreIdentity{info.rank, 0}. @return as TcpStoreServer::start and
+/// connect_tcp_store.
 Result<std::shared_ptr<Store>> store_for_launch(const LaunchInfo& info, Nanos timeout);
 
 }  // namespace gw

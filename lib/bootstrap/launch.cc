@@ -123,7 +123,8 @@ class ServingStore final : public Store {
 }  // namespace
 
 Result<std::shared_ptr<Store>> store_for_launch(const LaunchInfo& info, Nanos timeout) {
-  if (info.rank != 0) return connect_tcp_store(info.master_addr, info.master_port, timeout);
+  const StoreIdentity who{info.rank, 0};
+  if (info.rank != 0) return connect_tcp_store(info.master_addr, info.master_port, timeout, who);
   // Every interface: the master address names this host as the other ranks see it.
   GW_ASSIGN_OR_RETURN(auto server, TcpStoreServer::start("", info.master_port));
   log::get("gw.store")
@@ -131,7 +132,7 @@ Result<std::shared_ptr<Store>> store_for_launch(const LaunchInfo& info, Nanos ti
              server->port());
   // A job of one may have no master port (port 0 = any); it connects to itself locally.
   std::string host = info.master_port == 0 ? "127.0.0.1" : info.master_addr;
-  auto client = connect_tcp_store(host, server->port(), timeout);
+  auto client = connect_tcp_store(host, server->port(), timeout, who);
   if (!client.ok()) {
     return client.status().with_context("rank 0 cannot reach its own store at master address " +
                                         host + " (does it name this host?)");

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "gw_store.h"
+
 namespace gw::store {
 
 std::string quote(std::string_view bytes) {
@@ -95,4 +97,54 @@ Result<bool> poll_until(const std::function<Result<bool>()>& probe, Nanos timeou
   }
 }
 
+Result<std::vector<int>> missing_ranks(Store& store, std::span<const std::string> keys) {
+  std::vector<int> missing;
+  for (size_t r = 0; r < keys.size(); ++r) {
+    GW_ASSIGN_OR_RETURN(bool there, store.check(keys.subspan(r, 1)));
+    if (!there) missing.push_back(static_cast<int>(r));
+  }
+  return missing;
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ", ";
+    if (i == 32) return out + "and " + std::to_string(ranks.size() - 32) + " more";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
 }  // namespace gw::store
+
+namespace gw {
+
+Status wait_ranks(Store& store, std::span<const std::string> keys, Nanos timeout,
+                  std::string_view what) {
+  Status waited = store.wait(keys, timeout);
+  if (waited.code() != Code::kTimeout) return waited;
+  GW_ASSIGN_OR_RETURN(auto missing, store::missing_ranks(store, keys));
+  if (missing.empty()) return waited;  // they came in after the timeout: keep the store's text
+  std::vector<std::string> keys_missing;
+  for (int r : missing) keys_missing.push_back(keys[static_cast<size_t>(r)]);
+  auto ms = std::chrono::duration_cast<Millis>(timeout).count();
+  return Status(Code::kTimeout,
+                std::string(missing.size() == 1 ? "rank " : "ranks ") +
+                    store::join_ranks(missing) + " did not " + std::string(what) + " within " +
+                    std::to_string(ms) + " ms (still missing " + store::key_list(keys_missing) +
+                    "): stopped, hung, or slower than the timeout? (a killed rank would have " +
+                    "been reported at once over a launched job's TCP store)")
+      .with_rank(missing.front());
+}
+
+Status store_barrier(Store& store, const std::string& prefix, int rank, int size,
+                     Nanos timeout) {
+  Deadline deadline(store::bounded(timeout));
+  GW_RETURN_IF_ERROR(store.set(prefix + "/" + std::to_string(rank), "1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(prefix + "/" + std::to_string(r));
+  return wait_ranks(store, keys, deadline.remaining(), "reach the store barrier '" + prefix + "'");
+}
+
+}  // namespace gw

@@ -8,9 +8,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gw_status.h"
 #include "gw_time.h"
+
+namespace gw {
+class Store;
+}
 
 namespace gw::store {
 
@@ -45,5 +50,11 @@ Result<int64_t> add_checked(std::string_view store, std::string_view key, int64_
 /// Calls `probe` until it returns true, an error, or `timeout` passes; sleeps between calls,
 /// starting at 1 ms and doubling up to 50 ms. @return true when probe said so, false on timeout.
 Result<bool> poll_until(const std::function<Result<bool>()>& probe, Nanos timeout);
+
+/// The ranks r whose keys[r] is missing now, ascending. One check per rank: error paths only.
+Result<std::vector<int>> missing_ranks(Store& store, std::span<const std::string> keys);
+
+/// "1, 3, 7" for the first 32 ranks, then "and N more".
+std::string join_ranks(const std::vector<int>& ranks);
 
 }  // namespace gw::store

@@ -1,12 +1,14 @@
 // TCP store client: blocking request/reply over a small pool of connections (a thread parked in
 // get() does not hold up another thread's set()). Every read and write is bounded by a deadline;
-// a dead server shows up as RemoteError at once (EOF or reset), not as a hang.
+// a dead server shows up as RemoteError at once (EOF or reset), not as a hang. A ranked client
+// also holds its session connection (HELLO ... BYE, tcp_store_proto.h) for the server to watch.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <mutex>
 #include <thread>
@@ -33,6 +35,35 @@ constexpr size_t kMaxIdle = 8;
 constexpr uint8_t op_byte(wire::Op o) { return static_cast<uint8_t>(o); }
 
 int64_t to_ms(Nanos t) { return std::chrono::ceil<Millis>(store::bounded(t)).count(); }
+
+// Tells the server the session ends normally. Best effort: a few bytes on an idle socket.
+void send_bye(int fd) {
+  auto frame = wire::Writer().u8(op_byte(wire::Op::kBye)).finish();
+  (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Session connections of this process's live ranked clients: exit() says goodbye on each, so
+// that a rank which returns from main (or a Python interpreter that exits) without destroying
+// its store is not reported as killed. A forked child skips its parent's sessions. Leaked on
+// purpose: the atexit handler may run after static destructors.
+struct Sessions {
+  std::mutex mu;
+  std::vector<std::pair<int, pid_t>> fds;
+};
+void goodbye_at_exit();
+Sessions& sessions() {
+  static Sessions* s = [] {
+    auto* p = new Sessions;
+    std::atexit(goodbye_at_exit);
+    return p;
+  }();
+  return *s;
+}
+void goodbye_at_exit() {
+  std::lock_guard lock(sessions().mu);
+  for (auto [fd, pid] : sessions().fds)
+    if (pid == ::getpid()) send_bye(fd);
+}
 
 // Waits for `events` on fd until the deadline. @return false on timeout.
 Result<bool> wait_fd(int fd, short events, const Deadline& deadline) {
@@ -118,13 +149,33 @@ Result<Fd> connect_retry(const std::string& host, uint16_t port, const auth::Key
 /// pool (mu_ guards only the pool).
 class Client final : public Store {
  public:
-  Client(std::string host, uint16_t port, Nanos io_timeout, auth::KeyPtr key, Fd first)
+  Client(std::string host, uint16_t port, Nanos io_timeout, auth::KeyPtr key, StoreIdentity who)
       : host_(std::move(host)),
         port_(port),
         name_("tcp store " + host_port(host_, port)),
         io_timeout_(io_timeout),
-        key_(std::move(key)) {
-    idle_.push_back(std::move(first));
+        key_(std::move(key)),
+        who_(who) {}
+  ~Client() override {
+    if (!session_.valid()) return;
+    send_bye(session_.get());
+    std::lock_guard lock(sessions().mu);
+    std::erase(sessions().fds, std::pair{session_.get(), ::getpid()});
+  }
+
+  /// Makes `fd` this rank's session (HELLO), or gives it to the pool for an anonymous client.
+  Status start(Fd fd) {
+    if (who_.rank < 0) {
+      idle_.push_back(std::move(fd));
+      return Status();
+    }
+    auto hello = wire::Writer().u8(op_byte(wire::Op::kHello)).u32(static_cast<uint32_t>(who_.rank));
+    GW_ASSIGN_OR_RETURN(auto reply, exchange("hello", fd.get(), hello.finish(), Nanos(0)));
+    GW_RETURN_IF_ERROR(expect_ok("hello", reply));
+    session_ = std::move(fd);
+    std::lock_guard lock(sessions().mu);
+    sessions().fds.emplace_back(session_.get(), ::getpid());
+    return Status();
   }
 
   Status set(std::string_view key, std::string_view value) override {
@@ -140,9 +191,14 @@ class Client final : public Store {
     GW_ASSIGN_OR_RETURN(auto reply, call("get", frame.finish(), timeout));
     wire::Reader r(reply);
     auto st = static_cast<wire::Reply>(r.u8());
-    if (st == wire::Reply::kTimeout) {
+    if (st == wire::Reply::kTimeout || st == wire::Reply::kLeft) {
       std::string k(key);
-      return store::missing_keys_timeout(name_, {&k, 1}, timeout);
+      if (st == wire::Reply::kTimeout) return store::missing_keys_timeout(name_, {&k, 1}, timeout);
+      uint32_t rank = r.u32();
+      uint32_t n = r.u32();
+      r.str();
+      if (r.ok() && r.at_end() && n == 1) return rank_left(rank, {&k, 1});
+      return bad_reply("get");
     }
     auto value = r.str();
     if (st != wire::Reply::kOk || !r.ok() || !r.at_end()) return bad_reply("get");
@@ -172,11 +228,15 @@ class Client final : public Store {
     wire::Reader r(reply);
     auto st = static_cast<wire::Reply>(r.u8());
     if (st == wire::Reply::kOk && r.at_end()) return Status();
-    if (st == wire::Reply::kTimeout) {
+    if (st == wire::Reply::kTimeout || st == wire::Reply::kLeft) {
+      uint32_t rank = st == wire::Reply::kLeft ? r.u32() : 0;
       uint32_t n = r.u32();
       std::vector<std::string> missing;
       for (uint32_t i = 0; i < n && r.ok(); ++i) missing.emplace_back(r.str());
-      if (r.ok() && r.at_end()) return store::missing_keys_timeout(name_, missing, timeout);
+      if (r.ok() && r.at_end()) {
+        return st == wire::Reply::kLeft ? rank_left(rank, missing)
+                                        : store::missing_keys_timeout(name_, missing, timeout);
+      }
     }
     return bad_reply("wait");
   }
@@ -217,6 +277,28 @@ class Client final : public Store {
     return bad_reply(op);
   }
 
+  // The server's LEFT answer: rank `rank`'s session closed without a goodbye.
+  Status rank_left(uint32_t rank, std::span<const std::string> missing) const {
+    if (rank > wire::kMaxRank) return bad_reply("wait");
+    std::string r = "rank " + std::to_string(rank);
+    return Status(Code::kRemoteError,
+                  name_ + ": " + r + " left the job (its store session closed without a " +
+                      "goodbye: killed or crashed?) while this rank waited for " +
+                      store::key_list(missing) + "; see " + r +
+                      "'s log and exit status, then restart the job")
+        .with_rank(static_cast<int>(rank));
+  }
+
+  // A lost server, naming the rank that serves it where known.
+  Status server_lost(std::string text, int err) const {
+    if (who_.server_rank < 0) return Status(Code::kRemoteError, std::move(text), err);
+    return Status(Code::kRemoteError,
+                  std::move(text) + ": the store server lives in rank " +
+                      std::to_string(who_.server_rank) + ", which exited or was killed",
+                  err)
+        .with_rank(who_.server_rank);
+  }
+
   Status bad_reply(const char* op) const {
     return Status(Code::kProtocolError, name_ + ": malformed reply to " + op +
                                             " (is that port a gradwire store server?)");
@@ -240,30 +322,46 @@ class Client final : public Store {
       std::string what;
       auto s = try_connect(host_, port_, Deadline(io_timeout_), &err, &what);
       if (!s.ok()) {
+        if (who_.server_rank >= 0)
+          return server_lost(name_ + ": cannot open a connection for " + op + ": " + what, err);
         return Status(Code::kRemoteError,
                       name_ + ": cannot open a connection for " + op + ": " + what +
                           " (the store server exited? it lives in rank 0)",
                       err);
       }
       fd = std::move(*s);
-      GW_RETURN_IF_ERROR(authenticate(fd, key_, host_, port_, Deadline(io_timeout_)));
+      // It authenticated before; refused now, whoever answers is not the job's server.
+      Status st = authenticate(fd, key_, host_, port_, Deadline(io_timeout_));
+      if (!st.ok() && who_.server_rank >= 0)
+        return server_lost(name_ + ": cannot open a connection for " + op + ": " +
+                               std::string(st.message()),
+                           st.sys_errno());
+      GW_RETURN_IF_ERROR(st);
     }
-    Deadline deadline(store::bounded(wait) + io_timeout_);
-    GW_RETURN_IF_ERROR(send_all(op, fd.get(), frame, deadline));
-    std::string header(wire::kHeader, '\0');
-    GW_RETURN_IF_ERROR(recv_all(op, fd.get(), header.data(), header.size(), deadline));
-    auto magic = wire::get_le(header.data(), 4);
-    auto len = wire::get_le(header.data() + 4, 4);
-    if (magic != wire::kMagic || len > wire::kMaxFrame) return bad_reply(op);
-    std::string payload(len, '\0');
-    GW_RETURN_IF_ERROR(recv_all(op, fd.get(), payload.data(), len, deadline));
+    GW_ASSIGN_OR_RETURN(auto payload, exchange(op, fd.get(), std::move(frame), wait));
     std::lock_guard lock(mu_);
     if (idle_.size() < kMaxIdle) idle_.push_back(std::move(fd));
     return payload;
   }
 
+  // One request on `fd`, then its reply's payload.
+  Result<std::string> exchange(const char* op, int fd, std::string frame, Nanos wait) {
+    Deadline deadline(store::bounded(wait) + io_timeout_);
+    GW_RETURN_IF_ERROR(send_all(op, fd, frame, deadline));
+    std::string header(wire::kHeader, '\0');
+    GW_RETURN_IF_ERROR(recv_all(op, fd, header.data(), header.size(), deadline));
+    auto magic = wire::get_le(header.data(), 4);
+    auto len = wire::get_le(header.data() + 4, 4);
+    if (magic != wire::kMagic || len > wire::kMaxFrame) return bad_reply(op);
+    std::string payload(len, '\0');
+    GW_RETURN_IF_ERROR(recv_all(op, fd, payload.data(), len, deadline));
+    return payload;
+  }
+
   Status io_error(const char* op, const char* what, int err, const Deadline& d) const {
     if (err == 0 || err == ECONNRESET || err == EPIPE) {
+      if (who_.server_rank >= 0)
+        return server_lost(name_ + ": connection closed by the server during " + op, err);
       return Status(Code::kRemoteError,
                     name_ + ": connection closed by the server during " + op +
                         " (the store server exited? it lives in rank 0)",
@@ -313,6 +411,8 @@ class Client final : public Store {
   std::string name_;
   Nanos io_timeout_;
   auth::KeyPtr key_;
+  StoreIdentity who_;
+  Fd session_;  // this rank's session (HELLO), watched by the server; never used for requests
   std::mutex mu_;
   std::vector<Fd> idle_;
 };
@@ -320,11 +420,16 @@ class Client final : public Store {
 }  // namespace
 
 Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
-                                                 Nanos timeout) {
+                                                 Nanos timeout, StoreIdentity who) {
   if (host.empty() || port == 0) {
     return Status(Code::kInvalidArgument,
                   "tcp store: need a host and a non-zero port to connect to, got " +
                       host_port(host, port));
+  }
+  if (who.rank > static_cast<int>(wire::kMaxRank)) {
+    return Status(Code::kInvalidArgument, "tcp store: rank " + std::to_string(who.rank) +
+                                              " is over the limit of " +
+                                              std::to_string(wire::kMaxRank));
   }
   GW_ASSIGN_OR_RETURN(auto cfg, Config::global());
   GW_ASSIGN_OR_RETURN(int64_t io_ms, cfg.get_int("store.io_timeout_ms"));
@@ -336,8 +441,9 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
   GW_ASSIGN_OR_RETURN(Fd fd, connect_retry(host, port, key, timeout));
   log::get("gw.store")->debug("connected to tcp store {}", host_port(host, port));
   Nanos io_timeout = store::bounded(Millis(std::min<int64_t>(io_ms, 86'400'000)));
-  return std::shared_ptr<Store>(std::make_shared<Client>(host, port, io_timeout, std::move(key),
-                                                            std::move(fd)));
+  auto client = std::make_shared<Client>(host, port, io_timeout, std::move(key), who);
+  GW_RETURN_IF_ERROR(client->start(std::move(fd)));
+  return std::shared_ptr<Store>(std::move(client));
 }
 
 }  // namespace gw

@@ -8,6 +8,16 @@
 ///   ADD   key:str delta:i64            -> OK value:i64 | ERROR message:str
 ///   WAIT  timeout_ms:i64 n:u32 key:str*n -> OK | TIMEOUT n:u32 missing:str*n
 ///   CHECK n:u32 key:str*n              -> OK all_present:u8
+///   HELLO rank:u32                     -> OK      (makes this connection rank's session)
+///   BYE                                -> nothing (the session ends normally; close follows)
+/// A GET or WAIT that cannot be satisfied once a rank has left answers
+///   LEFT rank:u32 n:u32 missing:str*n
+/// Rank liveness: a launched rank's client keeps one session connection, opened with HELLO and
+/// used for nothing else. If it closes without a BYE before (the process was killed or
+/// crashed), the server records that rank as left (the first such rank, sticky) and answers
+/// LEFT to every parked and later GET/WAIT whose keys are missing: the others learn who within
+/// a poll round instead of at their timeout. Every rank of a job runs the same build, so no
+/// version negotiation: an older server drops a HELLO as malformed.
 /// Lengths are bounded (kMaxItem per string, kMaxFrame per frame); anything else is malformed.
 #pragma once
 
@@ -24,8 +34,10 @@ inline constexpr uint32_t kMagic = 0x31535747;  // "GWS1" read as little-endian
 inline constexpr size_t kHeader = 8;
 inline constexpr size_t kMaxFrame = 2 * kMaxItem + 64;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
-enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
+enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5, kHello = 6, kBye = 7 };
+enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kError = 2, kLeft = 3 };
+/// Largest rank a HELLO may name (Group's size limit).
+inline constexpr uint32_t kMaxRank = (1u << 16) - 1;
 
 /// Appends fields to a frame; finish() fills in the header.
 class Writer {

@@ -2,6 +2,8 @@
 // client. Non-blocking I/O; requests that wait (GET, WAIT) park the client until its keys
 // exist or its timeout passes. Malformed or oversized frames close that client, never the
 // server, and nothing is allocated from a length before it was checked against kMaxFrame.
+// A rank's session (HELLO) that closes without a BYE marks that rank as left: parked and later
+// GET/WAITs that still miss keys are answered LEFT at once (tcp_store_proto.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -30,6 +32,7 @@ constexpr size_t kMaxClients = 4096;
 constexpr auto kOkReply = static_cast<uint8_t>(wire::Reply::kOk);
 constexpr auto kErrorReply = static_cast<uint8_t>(wire::Reply::kError);
 constexpr auto kTimeoutReply = static_cast<uint8_t>(wire::Reply::kTimeout);
+constexpr auto kLeftReply = static_cast<uint8_t>(wire::Reply::kLeft);
 constexpr int64_t kMaxWaitMs = int64_t{24} * 3600 * 1000;
 
 std::string peer_text(const sockaddr_storage& sa) {
@@ -58,6 +61,8 @@ struct Client {
   // The key's challenge-response runs before any request: null once it passed.
   std::unique_ptr<auth::Server> auth;
   bool proof_due = false;  // the ClientHello was answered; the proof comes next
+  int rank = -1;     // the rank whose session this is (HELLO), else -1
+  bool bye = false;  // the session said goodbye: its close is normal
   // A parked GET/WAIT: keys[next..] may still be missing.
   bool waiting = false;
   wire::Op wait_op = wire::Op::kGet;
@@ -97,7 +102,10 @@ class Server final : public TcpStoreServer {
   // Re-checks parked clients after a key changed; replies to those now satisfied.
   void wake_waiters();
   bool satisfied(Client& c);
-  void finish_wait(Client& c, bool timed_out);
+  enum class End { kDone, kTimeout, kLeft };
+  void finish_wait(Client& c, End end);
+  // A session closed without a goodbye: the first such rank fails every unsatisfied waiter.
+  void rank_left(int rank, const std::string& why);
 
   std::shared_ptr<spdlog::logger> lg_ = log::get("gw.store");
   Fd listen_, wake_;
@@ -105,6 +113,7 @@ class Server final : public TcpStoreServer {
   std::string where_;
   std::map<std::string, std::string, std::less<>> data_;
   std::vector<std::unique_ptr<Client>> clients_;
+  int left_rank_ = -1;  // the first rank that left (sticky), else -1
   auth::KeyPtr key_;
   std::thread thread_;
 };
@@ -146,7 +155,8 @@ void Server::run() {
     if (fds[1].revents & POLLIN) accept_clients();
     now = Clock::now();
     for (auto& c : clients_) {
-      if (c->waiting && !c->closed && c->deadline <= now) finish_wait(*c, !satisfied(*c));
+      if (c->waiting && !c->closed && c->deadline <= now)
+        finish_wait(*c, satisfied(*c) ? End::kDone : End::kTimeout);
     }
     std::erase_if(clients_, [](auto& c) { return c->closed; });
   }
@@ -260,7 +270,10 @@ bool Server::handle(Client& c, std::string_view payload) {
     c.wait_op = op;
     c.next = 0;
     c.deadline = Clock::now() + Millis(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
-    if (satisfied(c)) finish_wait(c, false);
+    if (satisfied(c))
+      finish_wait(c, End::kDone);
+    else if (left_rank_ >= 0)
+      finish_wait(c, End::kLeft);
   };
   switch (op) {
     case wire::Op::kSet: {
@@ -319,6 +332,17 @@ bool Server::handle(Client& c, std::string_view payload) {
       reply(c, wire::Writer().u8(kOkReply).u8(all ? 1 : 0).finish());
       return true;
     }
+    case wire::Op::kHello: {
+      uint32_t rank = r.u32();
+      if (!r.ok() || !r.at_end() || rank > wire::kMaxRank || c.rank >= 0) return false;
+      c.rank = static_cast<int>(rank);
+      reply(c, wire::Writer().u8(kOkReply).finish());
+      return true;
+    }
+    case wire::Op::kBye:
+      if (!r.at_end()) return false;
+      c.bye = true;
+      return true;
   }
   return false;
 }
@@ -328,14 +352,17 @@ bool Server::satisfied(Client& c) {
   return c.next == c.keys.size();
 }
 
-void Server::finish_wait(Client& c, bool timed_out) {
+void Server::finish_wait(Client& c, End end) {
   c.waiting = false;
   wire::Writer w;
-  if (!timed_out) {
+  if (end == End::kDone) {
     w.u8(kOkReply);
     if (c.wait_op == wire::Op::kGet) w.str(data_.find(c.keys[0])->second);
   } else {
-    w.u8(kTimeoutReply);
+    if (end == End::kLeft)
+      w.u8(kLeftReply).u32(static_cast<uint32_t>(left_rank_));
+    else
+      w.u8(kTimeoutReply);
     std::vector<const std::string*> missing;
     for (size_t i = c.next; i < c.keys.size(); ++i)
       if (!data_.contains(c.keys[i])) missing.push_back(&c.keys[i]);
@@ -348,7 +375,19 @@ void Server::finish_wait(Client& c, bool timed_out) {
 
 void Server::wake_waiters() {
   for (auto& c : clients_) {
-    if (c->waiting && !c->closed && satisfied(*c)) finish_wait(*c, false);
+    if (c->waiting && !c->closed && satisfied(*c)) finish_wait(*c, End::kDone);
+  }
+}
+
+void Server::rank_left(int rank, const std::string& why) {
+  lg_->warn("tcp store server on {}: rank {} closed its store session without a goodbye{}{}; "
+            "{}",
+            where_, rank, why.empty() ? " (killed or crashed?)" : ": ", why,
+            left_rank_ < 0 ? "failing the store waits of the other ranks" : "already failing");
+  if (left_rank_ >= 0) return;
+  left_rank_ = rank;
+  for (auto& c : clients_) {
+    if (c->waiting && !c->closed) finish_wait(*c, satisfied(*c) ? End::kDone : End::kLeft);
   }
 }
 
@@ -387,6 +426,7 @@ void Server::drop(Client& c, const std::string& why) {
   c.closed = true;
   c.waiting = false;
   c.fd.reset();
+  if (c.rank >= 0 && !c.bye) rank_left(c.rank, why);
 }
 
 Result<Fd> listen_on(const addrinfo& ai, bool dual_stack) {

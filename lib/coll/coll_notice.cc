@@ -205,6 +205,10 @@ void Communicator::Impl::flush_notices() {
   }
 }
 
+// Not Transport::abort: that fails every endpoint at once, so the notice naming this rank
+// (flush_notices) could no longer reach the peers, which would see only "closed the
+// connection" (RemoteError, not Aborted). The driving thread sees the request within the
+// 50 ms its waits poll at, well inside the 200 ms the peers are promised.
 void Communicator::Impl::request_abort(std::string_view reason) {
   Notices& nt = *notices;
   std::lock_guard<std::mutex> l(nt.abort_mu);

@@ -104,8 +104,25 @@ void TransportCore::add_stats(std::map<std::string, uint64_t>& m) const {
   m["endpoint_errors"] = counters_.endpoint_errors;
 }
 
+bool TransportCore::request_abort(std::string_view reason) {
+  return abort_.request(Status(Code::kAborted, std::string(driver_) + ": transport aborted: " +
+                                                   (reason.empty() ? std::string("no reason given")
+                                                                   : std::string(reason))));
+}
+
+void TransportCore::fail_any(Code code) {
+  while (any_.head() >= 0) {
+    const int i = any_.head();
+    const RecvRequest r = any_[i].req;
+    any_.erase(i);
+    sink_.push(Completion{r.wr_id, r.tag, 0, nullptr, 0, Op::kRecv, code});
+  }
+}
+
 Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs) {
   static const std::string kAny = "any peer";
+  if (abort_.requested()) [[unlikely]]
+    return abort_.status();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gw_core_sink.h"
@@ -75,6 +76,19 @@ class TransportCore {
   /// Adds the core's counters to a driver's Transport::stats().
   void add_stats(std::map<std::string, uint64_t>& m) const;
 
+  // --- Transport::abort ---
+  /// Any thread: record the abort (Aborted, "<driver>: transport aborted: <reason>"). From now
+  /// on post_recv_any and EndpointCore::post_recv refuse, and refusal() says so to post_send.
+  /// @return false if it was requested before (the driver then needs no wake-up).
+  bool request_abort(std::string_view reason);
+  /// The driving thread, at the end of each progress pass (one load): true once after
+  /// request_abort(). The driver then fails each of its endpoints with abort_status() (its
+  /// usual failure path) and calls fail_any().
+  bool take_abort() { return abort_.take(); }
+  const Status& abort_status() const { return abort_.status(); }
+  /// Complete every any-source receive still posted with `code`.
+  void fail_any(Code code);
+
  private:
   friend class EndpointCore;
   struct Posted {
@@ -91,6 +105,7 @@ class TransportCore {
   uint64_t post_seq_ = 0, arrivals_ = 0;
   std::vector<EndpointCore*> eps_;
   CoreCounters counters_;
+  AbortLatch abort_;
 };
 
 /// Per endpoint: its posted receives, its messages in flight, its sticky error.
@@ -119,6 +134,11 @@ class EndpointCore {
   // --- errors ---
   const Status& error() const { return error_; }
   bool failed() const { return !error_.ok(); }
+  /// Why post_send must refuse now: the sticky error, else a requested abort; OK: accept.
+  /// One acquire load per burst.
+  const Status& refusal() const {
+    return failed() || !t_->abort_.requested() ? error_ : t_->abort_.status();
+  }
   /// Record the sticky error and log it: debug for an orderly close with nothing pending,
   /// else warn. False if the endpoint had failed already (do nothing more).
   bool set_error(const Status& st, bool orderly, bool sends_pending);

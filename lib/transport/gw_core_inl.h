@@ -95,6 +95,8 @@ void EndpointCore::fail_receives(Code code, Keep keep) {
 
 template <class Prep>
 Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep prep) {
+  if (t_->abort_.requested()) [[unlikely]]
+    return t_->abort_.status();
   size_t n = 0;
   for (; n < reqs.size(); ++n) {
     const RecvRequest& r = reqs[n];

@@ -1,9 +1,11 @@
 /// @file gw_core_sink.h
-/// Two pieces of the transport core that hold no policy of a driver: the completion sink
-/// (reserve before you accept a request, so a completion is never dropped) and the store of
-/// unexpected messages (a byte budget; beyond it the driver back-pressures its peer).
+/// Three pieces of the transport core that hold no policy of a driver: the completion sink
+/// (reserve before you accept a request, so a completion is never dropped), the store of
+/// unexpected messages (a byte budget; beyond it the driver back-pressures its peer) and the
+/// abort latch (Transport::abort from any thread, carried out by the driving thread).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -78,6 +80,37 @@ class CompletionSink {
   size_t depth_ = 0, events_ = 0, requests_ = 0;
   Completion* direct_ = nullptr;
   size_t dn_ = 0, dcap_ = 0;
+};
+
+/// Transport::abort's state. request() may run on any thread; the driver's hot paths check
+/// requested() once per burst (one acquire load) and its progress carries the abort out when
+/// take() says so. Thread-safety: request() and requested() any thread; take() the driving one.
+class AbortLatch {
+ public:
+  /// The first call records `st` (Aborted, naming the reason) and returns true; later ones
+  /// change nothing and return false.
+  bool request(Status st) {
+    int expected = 0;
+    if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return false;
+    status_ = std::move(st);
+    state_.store(2, std::memory_order_release);
+    return true;
+  }
+  /// Whether an abort was requested: posts are refused with status() from now on.
+  bool requested() const { return state_.load(std::memory_order_acquire) == 2; }
+  /// In progress: true once, when the driver must fail every endpoint with status() now.
+  bool take() {
+    if (taken_ || !requested()) return false;
+    taken_ = true;
+    return true;
+  }
+  /// Valid once requested().
+  const Status& status() const { return status_; }
+
+ private:
+  std::atomic<int> state_{0};
+  Status status_;
+  bool taken_ = false;  // the driving thread's
 };
 
 /// A buffer for one unexpected message.

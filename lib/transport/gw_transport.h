@@ -4,14 +4,16 @@
 /// CompletionQueue = where finished requests are reported (any peer).
 ///
 /// Thread-safety: a Transport, its endpoints and its CQ are used by one thread at a time (the
-/// caller drives progress by polling, as with DPDK ports and NCCL net plugins). Open one
-/// Transport per thread for concurrent use. Endpoints and MemoryRegions must not outlive the
-/// Transport that made them.
+/// caller drives progress by polling, as with DPDK ports and NCCL net plugins), except
+/// Transport::abort(), which any thread may call at any time. Open one Transport per thread
+/// for concurrent use. Endpoints and MemoryRegions must not outlive the Transport that made
+/// them.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -165,6 +167,11 @@ struct ConnectParams {
   bool active = false;
   uint32_t peer_id = 0;     ///< caller's id for the peer (its rank); echoed in completions
   std::string peer_name;    ///< for error messages, e.g. "rank 3"
+  /// Optional, accepting side only: called between the driver's polls (every few ms) while it
+  /// waits for the peer to dial. An error stops the wait and connect() returns it, e.g. when
+  /// the job learnt meanwhile that this peer, or the rank it waits on, is gone (Group::create
+  /// asks the store). Keep it cheap or rate-limit it.
+  std::function<Status()> give_up;
 };
 
 /// A reliable, ordered, message-based connection to one peer. Receives are matched to
@@ -237,6 +244,19 @@ class Transport {
   virtual CompletionQueue& cq() = 0;
   /// Counters (bytes, messages, errors, ...), for tools and tests.
   virtual std::map<std::string, uint64_t> stats() const = 0;
+  /// Abort everything, from any thread (also while another thread is in poll() or wait()):
+  /// within 200 ms every request posted on every endpoint, and every any-source receive,
+  /// completes with Code::kAborted, each endpoint fails with Aborted naming `reason` (its
+  /// Op::kEndpointError event follows its requests), a thread sleeping in the CQ's wait()
+  /// wakes, and every later post_send/post_recv/post_recv_any is refused with Aborted. The
+  /// driving thread carries it out in its next poll; wake-up: tcp and rdma write an eventfd
+  /// in their epoll set, dpdk's idle wait sees it within its 1 ms back-off. The peers see
+  /// their endpoint fail at once, as when this process closes it (tcp and rdma close the
+  /// connection, dpdk sends its FIN): RemoteError "closed the connection", without the reason
+  /// -- who aborted and why is the layer above's to tell (Communicator's failure notice).
+  /// Irreversible: open a new Transport to communicate again. Later calls do nothing.
+  /// @return OK; NotSupported from a driver without it.
+  virtual Status abort(std::string_view reason);
 };
 
 }  // namespace gw

@@ -22,11 +22,18 @@
 ///   - failure: if (core.set_error(st, orderly, sends_pending)) { complete the driver's
 ///     sends with st.code(); core.fail_receives(code, keep); release driver resources;
 ///     core.report_error(); } -- status() returns core.error().
+///   - abort (Transport::abort, any thread): core.request_abort(reason), then wake the driving
+///     thread if it may sleep long (tcp: an eventfd in its epoll set). From then on the core
+///     refuses posts (post_send asks core.refusal() per burst; post_recv and post_recv_any
+///     refuse on their own). At the end of each progress pass: if (core.take_abort())
+///     { for each endpoint: its failure path with core.abort_status(); core.fail_any(code); }
+///     -- a single load per pass; the driver tells its peers as when it closes an endpoint.
 /// RecvHooks lets a driver copy a buffered message into memory the CPU cannot write (GPU).
 ///
 /// rdma uses the core's pieces without its matcher (its eager / rendezvous / advertised-receive
 /// matching is its own, in rdma_datapath.cc): the CompletionSink (reserve per request and per
-/// any-source receive, open_direct/close_direct in its progress pass), the UnexpectedStore (with
+/// any-source receive, open_direct/close_direct in its progress pass), the AbortLatch (as
+/// above, with its own any-source list), the UnexpectedStore (with
 /// back-pressure: a message the budget cannot take stays in its receive buffer, so the peer's
 /// credits run down), check_send/check_recv, log_failure and the HelloListener (gw_listener.h).
 ///

@@ -54,6 +54,11 @@ std::vector<std::string> Transport::drivers() {
   return out;
 }
 
+Status Transport::abort(std::string_view reason) {
+  return Status(Code::kNotSupported, "transport '" + properties().name +
+                                         "' cannot abort (asked: " + std::string(reason) + ")");
+}
+
 Result<std::unique_ptr<Transport>> Transport::open(std::string_view spec) {
   auto lg = log::get("gw.transport");
   auto colon = spec.find(':');

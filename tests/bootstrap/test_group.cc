@@ -1,11 +1,14 @@
 // Group::create over the real TCP driver: every pair connected, one message each way checked,
-// and a missing rank named within the timeout. Suite 'tcp' (needs drivers/tcp).
+// and a missing rank named within the timeout (Status::rank()); a rank process killed during
+// set-up is named within a second over a launched job's TCP store, a stopped one at the
+// timeout. Suite 'tcp' (needs drivers/tcp).
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "child_rank.h"
 #include "gw_group.h"
 
 namespace gw {
@@ -105,7 +108,88 @@ TEST(Group, MissingRankIsNamedWithinTheTimeout) {
         EXPECT_EQ(g.status().code(), Code::kTimeout);
         EXPECT_NE(g.status().message().find("rank 2 never published"), std::string_view::npos)
             << g.status().to_string();
+        EXPECT_EQ(g.status().rank(), 2) << g.status().to_string();
       });
+}
+
+// World of 3: rank 1 is a process hit by `sig` 300 ms into set-up, after `child` ran (it
+// connected its store as rank 1); ranks 0 and 2 are threads here, creating the group.
+// @return each thread's status and seconds from the signal to its return.
+std::vector<std::pair<Status, double>> create_with_victim(int sig, Nanos timeout,
+                                                           std::function<int(Store&)> child) {
+  test::ChildRank victim([&](uint16_t port) {
+    auto s = connect_tcp_store("127.0.0.1", port, kTimeout, StoreIdentity{1, 0});
+    if (!s.ok()) return 1;
+    return child(**s);
+  });
+  auto server = TcpStoreServer::start("127.0.0.1", 0);
+  EXPECT_TRUE(server.ok()) << server.status().to_string();
+  if (!server.ok() || !victim.start((*server)->port())) return {};
+  std::vector<Status> st(2);
+  std::vector<Clock::time_point> done(2);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 2; ++i) {
+    ts.emplace_back([&, i] {
+      auto s = connect_tcp_store("127.0.0.1", (*server)->port(), kTimeout, StoreIdentity{2 * i, 0});
+      auto t = Transport::open(kSpec);
+      if (!s.ok() || !t.ok()) {
+        st[i] = s.ok() ? t.status() : s.status();
+        return;
+      }
+      st[i] = Group::create(*s, std::move(*t), 2 * i, 3, timeout, "gw").status();
+      done[i] = Clock::now();
+    });
+  }
+  std::this_thread::sleep_for(300ms);
+  auto hit = Clock::now();
+  victim.signal(sig);
+  for (auto& t : ts) t.join();
+  std::vector<std::pair<Status, double>> out;
+  for (int i = 0; i < 2; ++i)
+    out.emplace_back(st[i], std::chrono::duration<double>(done[i] - hit).count());
+  return out;
+}
+
+// The victim connected its store but never published its address (as a DPDK rank in EAL
+// start-up), then hangs until it is hit.
+int hang(Store&) {
+  test::ChildRank::ready();
+  for (;;) ::pause();
+}
+
+TEST(Group, RankKilledBeforePublishingIsNamedWithinASecond) {
+  for (auto& [st, after] : create_with_victim(SIGKILL, 10s, hang)) {
+    EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
+    EXPECT_EQ(st.rank(), 1) << st.to_string();
+    EXPECT_LT(after, 1.0) << st.to_string();
+  }
+}
+
+TEST(Group, RankKilledAfterPublishingIsNamedWithinASecond) {
+  // The victim publishes a real address (its transport listens) and hangs: the others get
+  // past the store and block connecting to it when it dies.
+  auto publish_and_hang = [](Store& s) {
+    auto t = Transport::open(kSpec);
+    if (!t.ok() || !s.set("gw/host/1", "here").ok() ||
+        !s.set("gw/addr/1", (*t)->address().bytes()).ok())
+      return 1;
+    test::ChildRank::ready();
+    for (;;) ::pause();
+  };
+  for (auto& [st, after] : create_with_victim(SIGKILL, 10s, publish_and_hang)) {
+    EXPECT_FALSE(st.ok());
+    EXPECT_EQ(st.rank(), 1) << st.to_string();
+    EXPECT_LT(after, 1.0) << st.to_string();
+  }
+}
+
+TEST(Group, StoppedRankIsNamedAtTheTimeout) {
+  for (auto& [st, after] : create_with_victim(SIGSTOP, 1500ms, hang)) {
+    EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
+    EXPECT_EQ(st.rank(), 1) << st.to_string();
+    EXPECT_GT(after, 0.9) << st.to_string();
+    EXPECT_LT(after, 2.5) << st.to_string();
+  }
 }
 
 TEST(Group, TwoGroupsOverOneStoreWithDifferentPrefixes) {

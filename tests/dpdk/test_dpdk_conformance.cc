@@ -1,5 +1,5 @@
-// The transport conformance suite (tests/conformance/test_sendrecv.cc, test_matching.cc and
-// test_policy.cc, compiled into this binary) instantiated over DPDK ring-bus rows: ranks are threads of one
+// The transport conformance suite (tests/conformance/test_sendrecv.cc, test_matching.cc,
+// test_policy.cc and test_abort.cc, compiled into this binary) instantiated over DPDK ring-bus rows: ranks are threads of one
 // process, each with its own DPDK port on the bus. Runs with --gtest_filter=Dpdk*: the
 // conformance binary covers the other rows.
 #include <unistd.h>
@@ -86,10 +86,12 @@ using SendRecv = TransportTest;
 using Matching = TransportTest;
 using AnySource = RanksTest;
 using Policy = TransportTest;
+using Abort = TransportTest;
 
 INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecv, ::testing::ValuesIn(dpdk_rows_2()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, Matching, ::testing::ValuesIn(dpdk_rows_2()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, Policy, ::testing::ValuesIn(dpdk_rows_2()), case_name);
+INSTANTIATE_TEST_SUITE_P(Dpdk, Abort, ::testing::ValuesIn(dpdk_rows_2()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, SendRecv, ::testing::ValuesIn(memif_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, Matching, ::testing::ValuesIn(memif_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()),

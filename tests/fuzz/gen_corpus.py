@@ -57,7 +57,7 @@ def s(b): return struct.pack("<I", len(b)) + b
 def i64(v): return struct.pack("<q", v)
 
 
-SET, GET, ADD, WAIT, CHECK = 1, 2, 3, 4, 5
+SET, GET, ADD, WAIT, CHECK, HELLO, BYE = 1, 2, 3, 4, 5, 6, 7
 put("fuzz_store_server", "set_get", frame(bytes([SET]) + s(b"k") + s(b"v")) +
     frame(bytes([GET]) + s(b"k") + i64(0)))
 put("fuzz_store_server", "add", frame(bytes([ADD]) + s(b"ctr") + i64(5)))
@@ -65,16 +65,27 @@ put("fuzz_store_server", "wait_check", frame(bytes([WAIT]) + i64(1) + struct.pac
                                              s(b"a") + s(b"k")) +
     frame(bytes([CHECK]) + struct.pack("<I", 1) + s(b"k")))
 put("fuzz_store_server", "huge_len", b"GWS1\xff\xff\xff\xff")
+# a rank's session: HELLO, then the connection closes without BYE (the rank left) while a wait
+# from the same input is parked; and an orderly session (BYE before the close)
+put("fuzz_store_server", "hello_left", frame(bytes([HELLO]) + struct.pack("<I", 1)) +
+    frame(bytes([WAIT]) + i64(50) + struct.pack("<I", 1) + s(b"gw/addr/1")))
+put("fuzz_store_server", "hello_bye", frame(bytes([HELLO]) + struct.pack("<I", 3)) +
+    frame(bytes([BYE])))
 put("fuzz_store_server", "bad_magic", b"XXXX\x01\x00\x00\x00\x01")
 
 # store client: op byte (2 bits per request; bit 7 = set first), then the server's replies
-OK, TIMEOUT, ERROR = 0, 1, 2
+OK, TIMEOUT, ERROR, LEFT = 0, 1, 2, 3
 put("fuzz_store_client", "get_ok", b"\x00" + frame(bytes([OK]) + s(b"value")))
 put("fuzz_store_client", "add_ok", b"\x01" + frame(bytes([OK]) + i64(42)))
 put("fuzz_store_client", "add_err", b"\x01" + frame(bytes([ERROR]) + s(b"not a counter")))
 put("fuzz_store_client", "wait_timeout", b"\x02" + frame(bytes([TIMEOUT]) + struct.pack("<I", 1) +
                                                           s(b"rank/1/addr")))
 put("fuzz_store_client", "check_set", b"\x83" + frame(bytes([OK])) + frame(bytes([OK, 1])))
+# bit 6: a ranked client, whose HELLO is answered first; then a wait answered LEFT (rank 2)
+put("fuzz_store_client", "ranked_left", b"\x42" + frame(bytes([OK])) +
+    frame(bytes([LEFT]) + struct.pack("<II", 2, 2) + s(b"k") + s(b"rank/1/addr")))
+put("fuzz_store_client", "get_left", b"\x00" + frame(bytes([LEFT]) + struct.pack("<II", 1, 1) +
+                                                      s(b"k")))
 
 
 # tcp frames: mode, receives (u16 size, tag), then the peer's bytes
