@@ -254,7 +254,8 @@ void RdmaTransport::service_events() {
           int k;
           while ((k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc)) > 0)
             for (int j = 0; j < k; ++j) handle_wc(wc[j]);
-          ep->fail(Status(Code::kUnavailable, "rdma: " + ep->peer_name() +
+          // RemoteError, as tcp and dpdk report a peer that closed (gw_transport.h).
+          ep->fail(Status(Code::kRemoteError, "rdma: " + ep->peer_name() +
                                                   " closed its control connection (process "
                                                   "exited or endpoint destroyed)"),
                    true);
