@@ -16,6 +16,20 @@ namespace {
 
 constexpr size_t kRingBurst = 16;  // requests per post call (max_outstanding is at most 64)
 
+/// After the transport took `took` of a burst of *k (units[i]: request i's unit): on a short
+/// take, step *next back to the first refused unit and forget the refused ones in flight.
+/// Empties the burst. @return whether all were taken.
+bool settle_burst(size_t took, size_t* k, const uint32_t* units, uint32_t* next,
+                  uint32_t* inflight) {
+  const bool all = took == *k;
+  if (!all) {
+    *next = units[took];
+    *inflight -= static_cast<uint32_t>(*k - took);
+  }
+  *k = 0;
+  return all;
+}
+
 using coll::Kind;
 using coll::Task;
 
@@ -177,16 +191,9 @@ Status Communicator::Impl::ring_advance(Task& op) {
   std::array<RecvRequest, kRingBurst> rreq;
   std::array<uint32_t, kRingBurst> units;
   size_t k = 0;
-  // Post the burst; on a short take, step back to the first unit the transport refused.
   auto flush_sends = [&]() -> Result<bool> {
     GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, next, {sreq.data(), k}));
-    if (took < k) {
-      op.next_send = units[took];
-      op.inflight_sends -= static_cast<uint32_t>(k - took);
-    }
-    const bool all = took == k;
-    k = 0;
-    return all;
+    return settle_burst(took, &k, units.data(), &op.next_send, &op.inflight_sends);
   };
   while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
     const UnitIo io = unit_io(op, op.next_send);
@@ -210,13 +217,7 @@ Status Communicator::Impl::ring_advance(Task& op) {
   if (k > 0) GW_RETURN_IF_ERROR(flush_sends().status());
   auto flush_recvs = [&]() -> Result<bool> {
     GW_ASSIGN_OR_RETURN(size_t took, post_recvs(op, prev, {rreq.data(), k}));
-    if (took < k) {
-      op.next_recv = units[took];
-      op.inflight_recvs -= static_cast<uint32_t>(k - took);
-    }
-    const bool all = took == k;
-    k = 0;
-    return all;
+    return settle_burst(took, &k, units.data(), &op.next_recv, &op.inflight_recvs);
   };
   while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
     const UnitIo io = unit_io(op, op.next_recv);
