@@ -183,6 +183,50 @@ TEST(Group, RankKilledAfterPublishingIsNamedWithinASecond) {
   }
 }
 
+TEST(Group, KilledServerRankIsNamedWithinASecondByRanksWaitingToBeDialled) {
+  // World of 3 on a launched job's store, served by rank 0's process: rank 0 publishes a real
+  // address and hangs, so ranks 1 and 2 get past the store and wait for it to dial them; its
+  // death takes the store with it, and both must learn it from their store sessions.
+  test::ChildRank server_rank([](uint16_t) {
+    auto server = TcpStoreServer::start("127.0.0.1", 0);
+    if (!server.ok()) return 1;
+    auto s = connect_tcp_store("127.0.0.1", (*server)->port(), kTimeout, StoreIdentity{0, 0});
+    auto t = Transport::open(kSpec);
+    if (!s.ok() || !t.ok() || !(*s)->set("gw/host/0", "here").ok() ||
+        !(*s)->set("gw/addr/0", (*t)->address().bytes()).ok())
+      return 1;
+    test::ChildRank::ready((*server)->port());
+    for (;;) ::pause();
+  });
+  uint16_t port = 0;
+  ASSERT_TRUE(server_rank.start(0, &port));
+  std::vector<Status> st(2);
+  std::vector<Clock::time_point> done(2);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 2; ++i) {
+    ts.emplace_back([&, i] {
+      auto s = connect_tcp_store("127.0.0.1", port, kTimeout, StoreIdentity{i + 1, 0});
+      auto t = Transport::open(kSpec);
+      if (!s.ok() || !t.ok()) {
+        st[i] = s.ok() ? t.status() : s.status();
+        return;
+      }
+      st[i] = Group::create(*s, std::move(*t), i + 1, 3, 10s, "gw").status();
+      done[i] = Clock::now();
+    });
+  }
+  std::this_thread::sleep_for(300ms);
+  auto hit = Clock::now();
+  server_rank.signal(SIGKILL);
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(st[i].ok()) << "rank " << i + 1;
+    EXPECT_EQ(st[i].rank(), 0) << "rank " << i + 1 << ": " << st[i].to_string();
+    EXPECT_LT(std::chrono::duration<double>(done[i] - hit).count(), 1.0)
+        << "rank " << i + 1 << ": " << st[i].to_string();
+  }
+}
+
 TEST(Group, StoppedRankIsNamedAtTheTimeout) {
   for (auto& [st, after] : create_with_victim(SIGSTOP, 1500ms, hang)) {
     EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
