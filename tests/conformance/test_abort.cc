@@ -1,11 +1,12 @@
-// Transport::abort (gw_transport.h) on every driver: called from a second thread while the
-// first sleeps in the CQ's wait() over posted receives (one any-source) and a send queue
-// filled up against a peer that does not read, every request completes exactly once, the
-// ones still pending with Aborted, all within 200 ms; the endpoint fails with Aborted naming
-// the reason; later posts are refused with Aborted; the peer sees its endpoint fail
-// (RemoteError: the connection closed) as soon as it polls.
+// Transport::abort (gw_transport.h) on every driver and row, ranks as threads or processes:
+// called from a second thread while the first sleeps in the CQ's wait() over posted receives
+// (one any-source) and a send queue filled up against a peer that does not read, every
+// request completes exactly once, the ones still pending with Aborted, all within 200 ms; the
+// endpoint fails with Aborted naming the reason; later posts are refused with Aborted; the
+// peer sees its endpoint fail (RemoteError: the connection closed) as soon as it polls.
 #include <array>
 #include <thread>
+#include <vector>
 
 #include "conformance.h"
 
@@ -17,20 +18,35 @@ using Abort = TransportTest;
 constexpr size_t kSendLen = 256 * 1024;
 constexpr int kRecvs = 4;
 
-TEST_P(Abort, FromAnotherThreadCompletesEveryRequestWithin200ms) {
-  if (is_process_row(tc())) GTEST_SKIP() << "ranks as processes: abort is tested on threads";
-  auto g = make_groups(tc(), 2);
-  ASSERT_EQ(g.size(), 2u);
-  Transport& tr = g[0]->transport();
-  Endpoint& ep = g[0]->endpoint(1);
-  // Rank 1 takes what arrives once it polls (after the abort), so it reads up to the close.
+// Rank 1's part before the abort: receives for what rank 0 sends; it then does not poll, so
+// nothing is read or acknowledged and rank 0's sends fill up. The buffer must outlive them.
+std::vector<uint8_t> post_peer_recvs(Group& g) {
   constexpr int kPeerRecvs = 64;
-  std::vector<uint8_t> peer_rx(kPeerRecvs * kSendLen);
-  std::vector<RecvRequest> prr;
+  std::vector<uint8_t> rx(kPeerRecvs * kSendLen);
+  std::vector<RecvRequest> rr;
   for (int i = 0; i < kPeerRecvs; ++i)
-    prr.push_back({peer_rx.data() + i * kSendLen, kSendLen, 9, static_cast<uint64_t>(i), nullptr});
-  ASSERT_EQ(g[1]->endpoint(0).post_recv(prr).value(), static_cast<size_t>(kPeerRecvs));
+    rr.push_back({rx.data() + i * kSendLen, kSendLen, 9, static_cast<uint64_t>(i), nullptr});
+  EXPECT_EQ(g.endpoint(0).post_recv(rr).value(), static_cast<size_t>(kPeerRecvs));
+  return rx;
+}
 
+// Rank 1's part after the abort: its endpoint fails (the connection closed) once it polls.
+void expect_peer_sees_close(Group& g) {
+  std::array<Completion, 64> out;
+  Deadline dl(Millis(2'000));
+  while (g.endpoint(0).status().ok() && !dl.expired()) {
+    (void)g.transport().cq().poll(out);
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(g.endpoint(0).status().code(), Code::kRemoteError)
+      << "rank 1: " << g.endpoint(0).status().to_string();
+}
+
+// Rank 0's part: receives (one any-source) and sends until the endpoint takes no more, a
+// waiter asleep in wait(), abort from this thread; every request completes once, within 200 ms.
+void abort_while_waiting(Group& g) {
+  Transport& tr = g.transport();
+  Endpoint& ep = g.endpoint(1);
   std::vector<uint8_t> rx(kRecvs * 1024 + 1024), tx(kSendLen, 0x5a);
   std::vector<RecvRequest> rr;
   for (int i = 0; i < kRecvs; ++i)
@@ -38,8 +54,8 @@ TEST_P(Abort, FromAnotherThreadCompletesEveryRequestWithin200ms) {
   ASSERT_EQ(ep.post_recv(rr).value(), static_cast<size_t>(kRecvs));
   RecvRequest any{rx.data() + kRecvs * 1024, 1024, 9, 200, nullptr};
   ASSERT_EQ(tr.post_recv_any({&any, 1}).value(), 1u);
-  // Sends until the endpoint takes no more (rank 1 never polls: nothing is read or acked),
-  // with polls in between so that the transport moves what it can.
+  // Sends until the endpoint takes no more, with polls in between so that the transport
+  // moves what it can.
   size_t sends = 0;
   std::array<Completion, 64> out;
   size_t early_ok = 0;
@@ -103,23 +119,11 @@ TEST_P(Abort, FromAnotherThreadCompletesEveryRequestWithin200ms) {
   EXPECT_EQ(ep.post_recv(rr).status().code(), Code::kAborted);
   EXPECT_EQ(tr.post_recv_any({&any, 1}).status().code(), Code::kAborted);
   EXPECT_TRUE(tr.abort("again").ok()) << "a second abort changes nothing";
-
-  // The peer: its endpoint fails (the connection closed), promptly once it polls.
-  Deadline dl(Millis(2'000));
-  while (g[1]->endpoint(0).status().ok() && !dl.expired()) {
-    (void)g[1]->transport().cq().poll(out);
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(g[1]->endpoint(0).status().code(), Code::kRemoteError)
-      << g[1]->endpoint(0).status().to_string();
 }
 
 // Abort with nothing posted: a waiter still wakes (with the endpoint's failure event).
-TEST_P(Abort, WakesAnIdleWaiter) {
-  if (is_process_row(tc())) GTEST_SKIP() << "ranks as processes: abort is tested on threads";
-  auto g = make_groups(tc(), 2);
-  ASSERT_EQ(g.size(), 2u);
-  Transport& tr = g[0]->transport();
+void abort_idle(Group& g) {
+  Transport& tr = g.transport();
   Clock::time_point woke{};
   Result<size_t> got = size_t{0};
   std::thread waiter([&] {
@@ -138,6 +142,40 @@ TEST_P(Abort, WakesAnIdleWaiter) {
   waiter.join();
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_LT(std::chrono::duration<double>(woke - hit).count(), 0.2);
+}
+
+TEST_P(Abort, FromAnotherThreadCompletesEveryRequestWithin200ms) {
+  if (is_process_row(tc())) {
+    // Each rank a process (memif, af_packet): rank 1 waits for rank 0's word through the store.
+    run_ranks(tc(), 2, [](Group& g) {
+      if (g.rank() == 1) {
+        auto rx = post_peer_recvs(g);
+        ASSERT_TRUE(g.store().get("abort/done", kStepTimeout).ok()) << "rank 0 never aborted";
+        expect_peer_sees_close(g);
+        return;
+      }
+      abort_while_waiting(g);
+      ASSERT_TRUE(g.store().set("abort/done", "1").ok());
+    });
+    return;
+  }
+  auto g = make_groups(tc(), 2);
+  ASSERT_EQ(g.size(), 2u);
+  auto rx = post_peer_recvs(*g[1]);
+  abort_while_waiting(*g[0]);
+  expect_peer_sees_close(*g[1]);
+}
+
+TEST_P(Abort, WakesAnIdleWaiter) {
+  if (is_process_row(tc())) {
+    run_ranks(tc(), 2, [](Group& g) {
+      if (g.rank() == 0) abort_idle(g);
+    });
+    return;
+  }
+  auto g = make_groups(tc(), 2);
+  ASSERT_EQ(g.size(), 2u);
+  abort_idle(*g[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tr, Abort, ::testing::ValuesIn(built_cases()), case_name);

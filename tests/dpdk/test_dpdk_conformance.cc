@@ -1,6 +1,7 @@
 // The transport conformance suite (tests/conformance/test_sendrecv.cc, test_matching.cc,
-// test_policy.cc and test_abort.cc, compiled into this binary) instantiated over DPDK ring-bus rows: ranks are threads of one
-// process, each with its own DPDK port on the bus. Runs with --gtest_filter=Dpdk*: the
+// test_policy.cc and test_abort.cc, compiled into this binary) instantiated over DPDK rows:
+// the ring bus (ranks are threads of one process, each with its own port on the bus), memif
+// and af_packet on veths (ranks are processes). Runs with --gtest_filter=Dpdk*: the
 // conformance binary covers the other rows.
 #include <unistd.h>
 
@@ -94,6 +95,8 @@ INSTANTIATE_TEST_SUITE_P(Dpdk, Policy, ::testing::ValuesIn(dpdk_rows_2()), case_
 INSTANTIATE_TEST_SUITE_P(Dpdk, Abort, ::testing::ValuesIn(dpdk_rows_2()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, SendRecv, ::testing::ValuesIn(memif_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, Matching, ::testing::ValuesIn(memif_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkMemif, Abort, ::testing::ValuesIn(memif_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Abort, ::testing::ValuesIn(af_packet_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()),
                          case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Matching, ::testing::ValuesIn(af_packet_rows()),
