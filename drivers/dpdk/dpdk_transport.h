@@ -133,10 +133,7 @@ class DpdkTransport final : public Transport {
   void poll_rx_copies(bool wait = false);
   /// An endpoint failed or is gone: its copies in flight finish (drained) without it.
   void forget_rx_copies(DpdkEndpoint* ep);
-  Ring<RxCopy> rx_copies_;
 
-  int held_ = 0;  // out-of-order packets held by all endpoints
-  bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
     uint64_t pkts_sent = 0, pkts_received = 0, acks_sent = 0, retransmits = 0;
@@ -147,11 +144,17 @@ class DpdkTransport final : public Transport {
     uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
     uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
-  } counters_;
-  std::shared_ptr<spdlog::logger> log_;
+  };
 
  private:
   friend class DpdkEndpoint;
+  // State the endpoints and the data path share (friends: the same driver's classes).
+  Ring<RxCopy> rx_copies_;
+  int held_ = 0;  // out-of-order packets held by all endpoints
+  bool peer_left_open_ = false;  // an endpoint closed while its peer had not
+  Counters counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
   DpdkTransport() : cq_(this) {}
   Status init(const Config& cfg);
   void rx_burst();

@@ -148,8 +148,6 @@ class RdmaTransport final : public Transport {
     return stage_ops_->pointer_kind(buf) == MemKind::kCudaDevice;
   }
   DeviceOps* stage_ops() const { return stage_ops_; }
-  /// Endpoints with copies in flight: blocking waits poll instead of sleeping.
-  int staging_busy_ = 0;
 
   struct AnyRecv {
     RecvRequest req;
@@ -166,10 +164,16 @@ class RdmaTransport final : public Transport {
     uint64_t advert_writes_received = 0, adverts_received = 0;
     uint64_t staged_sends = 0, staged_recvs = 0, staging_windows = 0;
     uint64_t held_stalls = 0;  // times messages began to wait in receive buffers
-  } counters_;
-  std::shared_ptr<spdlog::logger> log_;
+  };
 
  private:
+  friend class RdmaEndpoint;
+  // State the endpoints and the data path share (friends: the same driver's classes).
+  /// Endpoints with copies in flight: blocking waits poll instead of sleeping.
+  int staging_busy_ = 0;
+  Counters counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
   RdmaTransport() : cq_(this) {}
   Status init(const Config& cfg);
   Status init_verbs();

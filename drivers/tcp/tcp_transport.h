@@ -149,18 +149,22 @@ class TcpTransport final : public Transport {
   /// endpoints concerned are failed).
   void poll_rx_copies();
   StagingPool* rx_pool_now() const { return rx_pool_.get(); }
-  Ring<RxCopy> rx_copies_;
 
-  std::unique_ptr<uint8_t[]> drain_;  // scratch for payload nobody can take
   static constexpr size_t kDrainSize = 64 * 1024;
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
     uint64_t protocol_errors = 0, tls_handshakes = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
-  } counters_;
-  std::shared_ptr<spdlog::logger> log_;
+  };
 
  private:
+  friend class TcpEndpoint;
+  // State the endpoints and the data path share (friends: the same driver's classes).
+  Ring<RxCopy> rx_copies_;
+  std::unique_ptr<uint8_t[]> drain_;  // scratch for payload nobody can take
+  Counters counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
   TcpTransport() : cq_(this) {}
   Status init(const Config& cfg);
   Status wait_events(int timeout_ms);
