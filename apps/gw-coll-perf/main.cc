@@ -38,18 +38,6 @@ bool parse_bytes(const std::string& text, uint64_t* out) {
   return true;
 }
 
-uint16_t free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  if (fd >= 0) ::close(fd);
-  return ok ? ntohs(a.sin_port) : 0;
-}
-
 }  // namespace
 
 const char* coll_name(Coll c) {
@@ -136,11 +124,12 @@ Options parse_options(int argc, char** argv, int* exit_code) {
 }
 
 int spawn_local(int argc, char** argv, const Options& opt) {
-  const uint16_t port = free_loopback_port();
-  if (port == 0) {
-    std::fprintf(stderr, "gw-coll-perf: no free port on 127.0.0.1 for the store\n");
+  auto picked = pick_store_port();
+  if (!picked.ok()) {
+    std::fprintf(stderr, "gw-coll-perf: %s\n", picked.status().to_string().c_str());
     return 1;
   }
+  const uint16_t port = *picked;
   // Children get the same arguments without --ranks, plus the launcher variables.
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {

@@ -48,22 +48,6 @@ Status pin_to_cpu(int r) {
   return Status(Code::kInternal, "gw-perf --pin: no allowed CPU");
 }
 
-// A port the kernel considers free now; rank 0 binds it a moment later.
-Result<uint16_t> free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status(Code::kSystemError, "gw-perf: socket() for a free port", errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok) return Status(Code::kSystemError, "gw-perf: no free port on 127.0.0.1", err);
-  return static_cast<uint16_t>(ntohs(a.sin_port));
-}
-
 // tcp between two local processes goes over lo unless the spec says otherwise.
 std::string local_spec(const std::string& spec) {
   if (spec.rfind("tcp", 0) != 0 || (spec.size() > 3 && spec[3] != ':')) return spec;
@@ -130,7 +114,7 @@ int run_forked(const Options& opt) {
   Options o = opt;
   o.transport = local_spec(o.transport);
   if (!o.port_given) {
-    auto port = free_loopback_port();
+    auto port = pick_store_port();
     if (!port.ok()) return fail(port.status());
     o.port = *port;
   }

@@ -77,27 +77,8 @@ int run_threads(int ranks, const std::function<int(const Launched&)>& body) {
   return 0;
 }
 
-namespace {
-
-Result<uint16_t> free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status(Code::kSystemError, "socket() for a free port", errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok) return Status(Code::kSystemError, "no free port on 127.0.0.1", err);
-  return static_cast<uint16_t>(ntohs(a.sin_port));
-}
-
-}  // namespace
-
 int spawn_local(int ranks, char** argv, Nanos grace) {
-  auto port = free_port();
+  auto port = pick_store_port();
   if (!port.ok()) return fail(argv[0], port.status());
   std::fflush(stdout);
   std::fflush(stderr);

@@ -114,4 +114,12 @@ Result<LaunchInfo> discover_launch();
 /// connect_tcp_store.
 Result<std::shared_ptr<Store>> store_for_launch(const LaunchInfo& info, Nanos timeout);
 
+/// A port for a job's TCP store on this host (what a launcher puts in GW_MASTER_PORT): free
+/// now on every interface, and below the kernel's ephemeral range (ip_local_port_range), so
+/// that no connect() on the host takes it as its local port before rank 0 binds it (a port
+/// from bind(0) can be: on a host churning connections, 6 of 81 local jobs failed so).
+/// Falls back to an ephemeral port when none of 64 random tries below the range is free.
+/// @return SystemError when no port can be bound at all.
+Result<uint16_t> pick_store_port();
+
 }  // namespace gw

@@ -1,6 +1,14 @@
 // Rank discovery from launcher environment variables, and the job's TCP store.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
+#include <random>
 
 #include "gw_store.h"
 #include "log.h"
@@ -45,7 +53,62 @@ Result<int64_t> parse_int(const char* name, const char* source, int64_t lo, int6
   return v;
 }
 
+// Binds `port` (0: any) on every interface as the store server will (SO_REUSEADDR, IPv6 dual
+// stack, else IPv4). @return the port bound, or 0 with errno set.
+uint16_t try_bind(uint16_t port) {
+  const int one = 1, zero = 0;
+  for (int family : {AF_INET6, AF_INET}) {
+    int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;  // no IPv6 here: try IPv4
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (family == AF_INET6) {
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      auto& a = reinterpret_cast<sockaddr_in6&>(ss);
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      a.sin6_port = htons(port);
+      len = sizeof a;
+    } else {
+      auto& a = reinterpret_cast<sockaddr_in&>(ss);
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(port);
+      len = sizeof a;
+    }
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
+              ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0;
+    int err = errno;
+    ::close(fd);
+    if (!ok && family == AF_INET6 && err != EADDRINUSE) continue;  // IPv6 off: IPv4 then
+    if (!ok) {
+      errno = err;
+      return 0;
+    }
+    return ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(ss).sin6_port
+                                    : reinterpret_cast<sockaddr_in&>(ss).sin_port);
+  }
+  return 0;
+}
+
 }  // namespace
+
+Result<uint16_t> pick_store_port() {
+  int low = 32768, high = 60999;
+  if (std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range"); !(f >> low >> high)) low = 32768;
+  // 12,000 ports below the range (never below 1024): 64 tries fail only on a crowded host.
+  const int lo = std::max(1024, low - 12000), n = low - lo;
+  if (n > 0) {
+    std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+    for (int i = 0; i < 64; ++i) {
+      const auto p = static_cast<uint16_t>(lo + static_cast<int>(rng() % static_cast<unsigned>(n)));
+      if (try_bind(p) == p) return p;
+    }
+  }
+  if (uint16_t p = try_bind(0)) return p;
+  return Status(Code::kSystemError, "no free TCP port for the store on this host", errno);
+}
 
 Result<LaunchInfo> discover_launch() {
   const Vars* found = nullptr;

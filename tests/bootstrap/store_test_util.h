@@ -41,8 +41,8 @@ class TempDir {
 
 /// A port that was free a moment ago (a server bound it to port 0 and went away).
 inline uint16_t free_port() {
-  auto s = TcpStoreServer::start("127.0.0.1", 0);
-  return s.ok() ? (*s)->port() : 0;
+  auto p = pick_store_port();
+  return p.ok() ? *p : 0;
 }
 
 }  // namespace gw::test

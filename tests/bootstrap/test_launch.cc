@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "gw_store.h"
@@ -176,6 +178,28 @@ TEST(StoreForLaunch, RankZeroServesAndEveryRankConnects) {
   auto v = (*stores[1])->get("from2", 20s);
   EXPECT_FALSE(v.ok());
   EXPECT_NE(v.status().code(), Code::kTimeout) << v.status().to_string();
+}
+
+// A launcher's store port lies below the kernel's ephemeral range (no connect() on the host
+// can take it before rank 0 binds it), differs between calls, and rank 0 can serve on it.
+TEST(StoreForLaunch, PickedPortIsBelowTheEphemeralRangeAndServes) {
+  int low = 32768, high = 60999;
+  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
+  ASSERT_TRUE(f >> low >> high);
+  std::set<uint16_t> seen;
+  for (int i = 0; i < 8; ++i) {
+    auto p = pick_store_port();
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_LT(*p, low);
+    EXPECT_GE(*p, 1024);
+    seen.insert(*p);
+  }
+  EXPECT_GT(seen.size(), 1u) << "the same port every time";
+  auto p = pick_store_port();
+  ASSERT_TRUE(p.ok());
+  auto server = TcpStoreServer::start("", *p);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  EXPECT_EQ((*server)->port(), *p);
 }
 
 TEST(StoreForLaunch, SingleRankWithoutPort) {
