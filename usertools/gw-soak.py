@@ -10,6 +10,7 @@ survivor within the bound (kill: 2 s; stop: the collective timeout + 1 s), and t
 errors should name the rank that was hit.
 
   /usr/bin/python3 usertools/gw-soak.py --minutes 30 [--build build] [--out DIR] [--seed S]
+      [--kinds tcp,ring,memif]
 
 Prints one line per job and a Markdown summary; DIR holds every job's output (jobs.jsonl).
 Exit status 1 when any job gave a wrong result, hung, or failed with no fault injected.
@@ -47,8 +48,9 @@ def faults(rng):
     return f + f',fault_seed={rng.randrange(1, 1 << 30)}'
 
 
-def plan(rng, job, tmp):
-    kind = rng.choices(['tcp', 'ring', 'memif'], [5, 3, 2])[0]
+def plan(rng, job, tmp, kinds=('tcp', 'ring', 'memif')):
+    weights = {'tcp': 5, 'ring': 3, 'memif': 2}
+    kind = rng.choices(list(kinds), [weights[k] for k in kinds])[0]
     ranks = 2 if kind == 'memif' else rng.randint(2, 4)
     spec = {'tcp': f'tcp:iface=lo,streams={rng.randint(1, 4)}',
             'ring': f'dpdk:ring=soak{os.getpid()}x{job}' + faults(rng),
@@ -139,7 +141,12 @@ def main():
     ap.add_argument('--build', default='build')
     ap.add_argument('--out', default=None)
     ap.add_argument('--seed', type=int, default=int(time.time()))
+    ap.add_argument('--kinds', default='tcp,ring,memif',
+                    help='transports to draw from, e.g. memif alone for its teardown')
     a = ap.parse_args()
+    kinds = tuple(k for k in a.kinds.split(',') if k)
+    if not kinds or any(k not in ('tcp', 'ring', 'memif') for k in kinds):
+        ap.error('--kinds: a comma list of tcp, ring, memif')
     exe = os.path.join(a.build, 'apps/gw-soak/gw-soak')
     out = a.out or tempfile.mkdtemp(prefix='gw-soak-')
     os.makedirs(out, exist_ok=True)
@@ -151,7 +158,7 @@ def main():
     with open(os.path.join(out, 'jobs.jsonl'), 'w') as jl:
         while time.monotonic() < stop_at:
             job += 1
-            kind, args, hit = plan(rng, job, tmp)
+            kind, args, hit = plan(rng, job, tmp, kinds)
             path = os.path.join(out, f'job{job}.log')
             with open(path, 'w') as log:
                 rc, hung, secs, after = run_job(exe, args, hit, 240, log)
