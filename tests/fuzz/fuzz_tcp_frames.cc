@@ -1,8 +1,8 @@
 // The tcp driver's receive path: hello checks on the listening socket, then frame headers,
 // matching and reassembly of chunks into posted receives (drivers/tcp/tcp_datapath.cc). Each
 // input gets a fresh endpoint (its own key) on one long-lived transport; junk hellos go to a
-// second one (a valid one would stay parked: renewed every 256) and any-source receives get a
-// transport of their own.
+// second one (a valid one would stay parked: renewed every 256) and any-source receives to a
+// third (renewed when an input leaves one posted).
 // Input: mode byte, then for each of (mode & 3) receives a size (u16) and a tag byte, then the
 // bytes a peer sends. Mode bit 7: the bytes are the peer's hello itself; else a valid hello
 // for one stream goes first and the bytes follow on the connected stream.
