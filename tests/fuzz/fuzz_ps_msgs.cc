@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::PsOptions o;
   o.mode = static_cast<gw::Consistency>(in.u8() % 3);
   o.staleness = 1;
-  o.timeout = gw::Millis(20);  // junk never completes the setup: this is what an input costs
+  o.timeout = gw::Millis(5);  // junk never completes the setup: what an input costs (as coll)
   const gw::KeySpec keys[] = {{1, 8}, {2, 100}};
 
   auto [g0, g1] = gw::fuzz::two_groups();
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int i = 0; i < 4; ++i) (void)g1->transport().cq().poll(c);
   }
   auto server = gw::PsServer::create(*g0, keys, o, gw::make_sum_updater());
-  if (server.ok()) (void)(*server)->serve(gw::Millis(20));
+  if (server.ok()) (void)(*server)->serve(gw::Millis(5));
   if (server.ok()) server->reset();
   g0.reset();
   g1.reset();
