@@ -5,6 +5,7 @@
 # bench-tcp.log). Usage: usertools/bench-tcp.sh [seconds per point, default 5]
 #   GW_BUILD_DIR (default build) must hold a built apps/gw-perf/gw-perf.
 #   GW_BENCH_NICE: nice level for every benchmark process (default 0).
+#   GW_BENCH_BUSY_ROUNDS=N: only the busy ping-pong rows, N interleaved rounds (see below).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
@@ -66,6 +67,32 @@ sockperf_lat() {  # sockperf_lat SIZE [--nonblocked] -> "median avg p99" one-way
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# GW_BENCH_BUSY_ROUNDS=N: only the busy ping-pong rows (64 B, 64 KiB), N rounds, the two tools
+# alternating which goes first, one ratio per round (the machine's state swings between runs).
+if [ -n "${GW_BENCH_BUSY_ROUNDS:-}" ]; then
+  echo "# busy ping-pong, $GW_BENCH_BUSY_ROUNDS rounds: sockperf --nonblocked vs gw-perf --busy"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); load before: $(cut -d' ' -f1-3 /proc/loadavg); $secs s per point"
+  echo
+  echo "| round | size | sockperf median µs | gw-perf median µs | ratio |"
+  echo "|---:|---:|---:|---:|---:|"
+  for ((r = 1; r <= GW_BENCH_BUSY_ROUNDS; r++)); do
+    for s in 64 65536; do
+      for first in $((r % 2)) $(((r + 1) % 2)); do
+        if [ "$first" = 1 ]; then
+          sockperf_lat "$(( s > 65507 ? 65507 : s ))" --nonblocked; read -r smed _ _ <<<"$R"
+        else
+          gwperf tcp:iface=lo --test lat -s "$s" -D "$secs" --busy; gmed=$(json t_typical_us <<<"$R")
+        fi
+      done
+      echo "| $r | $s | $smed | ${gmed:-fail} | $(ratio "$gmed" "$smed") |"
+    done
+  done
+  echo
+  echo "- load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 
 echo "# gradwire TCP loopback: gw-perf vs iperf3 / sockperf"
 echo

@@ -39,32 +39,50 @@ def bed(args, hosts, per, rate, cmd, logs=None):
     return r.stdout
 
 
+def burst_bytes(rate):
+    """gw-cluster.sh's tbf burst at this rate: 1 ms of it, at least 64 KiB and a frame."""
+    return max(int(rate_bps(rate)) // 8 // 1000, 65536 + 1514)
+
+
+def iters_for(args, rate, size):
+    """(warm-up, timed) iterations for one size. A full tbf bucket lets the first `burst` bytes
+    of a link pass at once: warm-ups that move twice the burst drain it, and the timed
+    iterations move at least 8 bursts, so small sizes measure the link, not the bucket."""
+    b = burst_bytes(rate)
+    return max(1, -(-2 * b // size)), max(args.iters, -(-8 * b // size))
+
+
 def coll(args, hosts, per, rate, algo, sizes):
-    """One bed run over all sizes (geometric: -b first -e last -f ratio). {size: time_us}."""
+    """One bed run per size (iterations scaled to the size: iters_for). {size: time_us}."""
     perf = os.path.join(args.build, "apps", "gw-coll-perf", "gw-coll-perf")
-    f = sizes[1] // sizes[0] if len(sizes) > 1 else 2
-    out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport], "-b", str(sizes[0]),
-                                       "-e", str(sizes[-1]), "-f", str(f), "-n", str(args.iters),
-                                       "-w", "1", "-c", "0", "--algo", algo, "--json"])
-    rows = [json.loads(line) for line in (out or "").splitlines() if line.startswith("{")]
-    return {r["size"]: r["time_us"] for r in rows}
+    got = {}
+    for size in sizes:
+        w, n = iters_for(args, rate, size)
+        out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport], "-b", str(size),
+                                           "-e", str(size), "-n", str(n), "-w", str(w), "-c", "0",
+                                           "--algo", algo, "--json"])
+        rows = [json.loads(line) for line in (out or "").splitlines() if line.startswith("{")]
+        got.update({r["size"]: r["time_us"] for r in rows})
+    return got
 
 
 def ps(args, hosts, rate, servers, sizes):
-    """One bed run of gw-ps-perf over all sizes: {size: median push+pull us}."""
+    """One bed run of gw-ps-perf per size: {size: median push+pull us}."""
     perf = os.path.join(args.build, "apps", "gw-ps-perf", "gw-ps-perf")
     got = {}
-    with tempfile.TemporaryDirectory() as logs:
-        out = bed(args, hosts, 1, rate, [perf, "-t", SPECS[args.transport], "--servers",
-                                         str(servers), "-s", ",".join(map(str, sizes)), "-n",
-                                         str(args.iters), "--warmup", "1", "--no-ring"], logs)
-        if out is None:
-            return got
-        with open(os.path.join(logs, "rank%d.log" % servers)) as f:  # the first worker reports
-            for line in f:
-                cols = line.split()
-                if len(cols) >= 2 and cols[0].isdigit():
-                    got[int(cols[0])] = float(cols[1])
+    for size in sizes:
+        w, n = iters_for(args, rate, size)
+        with tempfile.TemporaryDirectory() as logs:
+            out = bed(args, hosts, 1, rate, [perf, "-t", SPECS[args.transport], "--servers",
+                                             str(servers), "-s", str(size), "-n", str(n),
+                                             "--warmup", str(w), "--no-ring"], logs)
+            if out is None:
+                continue
+            with open(os.path.join(logs, "rank%d.log" % servers)) as f:  # the first worker
+                for line in f:
+                    cols = line.split()
+                    if len(cols) >= 2 and cols[0].isdigit():
+                        got[int(cols[0])] = float(cols[1])
     return got
 
 
