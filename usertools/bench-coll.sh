@@ -65,17 +65,26 @@ done
 # `perf stat`: robust on a shared machine where wall-clock figures are not. On 2 cores a job
 # that needs C ms of CPU cannot finish in under C/2 ms of wall time.
 if command -v perf >/dev/null; then
-  cpu_ms() { perf stat -x, -e task-clock -- "$@" 2>&1 >/dev/null | awk -F, '/task-clock/{print $1}'; }
+  # task-clock, and its user and kernel parts (ms) of one run
+  cpu_ms() {
+    perf stat -x, -e task-clock,user_time,system_time -- "$@" 2>&1 >/dev/null |
+      awk -F, '/task-clock/{t=$1} /user_time/{u=$1/1e6} /system_time/{s=$1/1e6} END{print t, u, s}'
+  }
   per_op() {  # per_op LONG SHORT CMD... (CMD takes the iteration count last)
     local long=$1 short=$2; shift 2
     local a b; a=$(cpu_ms "$@" "$long"); b=$(cpu_ms "$@" "$short")
-    awk -v a="$a" -v b="$b" -v n=$((long - short)) 'BEGIN{printf "%.0f us\n", 1000*(a-b)/n}'
+    awk -v a="$a" -v b="$b" -v n=$((long - short)) 'BEGIN{split(a, x, " "); split(b, y, " ");
+      printf "%.0f us (user %.0f, kernel %.0f)\n", 1000*(x[1]-y[1])/n, 1000*(x[2]-y[2])/n,
+             1000*(x[3]-y[3])/n}'
   }
   section "CPU per operation, all ranks (perf stat task-clock, long run minus short run)"
   echo "gw-perf -b 32 MiB each way:        $(per_op 22 2 "$perf" --ranks 2 -b -s 32M -n)"
   echo "allreduce 64 MiB, 2 ranks, ring:   $(per_op 12 2 "$coll" --ranks 2 -b 64M -e 64M -w 1 -c 0 -n)"
+  echo "allreduce 64 MiB, 4 ranks, ring:   $(per_op 12 2 "$coll" --ranks 4 -b 64M -e 64M -w 1 -c 0 -n)"
+  echo "  Gloo ring-chunked, same:          $(per_op 12 2 "$gloo" --ranks 4 --algo ring-chunked -b 64M -e 64M -w 1 -n)"
   echo "allreduce 4 KiB, 4 ranks:          $(per_op 4000 400 "$coll" --ranks 4 -b 4K -e 4K -w 10 -c 0 -n)"
   echo "  same, transport.spin_us=0:        $(GW_TRANSPORT_SPIN_US=0 per_op 4000 400 "$coll" --ranks 4 -b 4K -e 4K -w 10 -c 0 -n)"
+  echo "  Open MPI, same:                   $(per_op 4000 400 "${mpirun[@]}" -np 4 "$mpi" -b 4K -e 4K -w 10 -n)"
   endsec
 fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
