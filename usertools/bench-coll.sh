@@ -14,11 +14,19 @@ if ! [ -e /usr/include/gloo/allreduce_ring_chunked.h ] || ! command -v mpirun >/
     libgloo-dev openmpi-bin libopenmpi-dev >/dev/null
   meson setup --reconfigure "$b" >/dev/null
 fi
-ninja -C "$b" apps/gw-baseline/gw-baseline-gloo apps/gw-baseline/gw-baseline-mpi \
-  apps/gw-coll-perf/gw-coll-perf apps/gw-perf/gw-perf >/dev/null
+ninja -C "$b" apps/gw-coll-perf/gw-coll-perf apps/gw-perf/gw-perf >/dev/null
+# A build configured before libgloo-dev was installed keeps meson's cached "header not found"
+# through --reconfigure (and --clearcache): build the baselines in a directory of their own.
+base=$b
+if ! ninja -C "$b" -t query apps/gw-baseline/gw-baseline-gloo >/dev/null 2>&1 ||
+   ! ninja -C "$b" -t query apps/gw-baseline/gw-baseline-mpi >/dev/null 2>&1; then
+  base=$b-baselines
+  [ -f "$base/build.ninja" ] || meson setup "$base" >/dev/null
+fi
+ninja -C "$base" apps/gw-baseline/gw-baseline-gloo apps/gw-baseline/gw-baseline-mpi >/dev/null
 export GW_LOG_LEVEL=error
 perf=$b/apps/gw-perf/gw-perf coll=$b/apps/gw-coll-perf/gw-coll-perf
-gloo=$b/apps/gw-baseline/gw-baseline-gloo mpi=$b/apps/gw-baseline/gw-baseline-mpi
+gloo=$base/apps/gw-baseline/gw-baseline-gloo mpi=$base/apps/gw-baseline/gw-baseline-mpi
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none
         --mca btl tcp,self --mca btl_tcp_if_include lo --mca pml ob1)
 small=(-b 4K -e 4M -f 4 -n 50 -w 5) large=(-b 16M -e 256M -f 4 -n 5 -w 1)

@@ -16,7 +16,9 @@
 /// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch, an abort) the communicator is broken:
 /// every later call returns that first error. Destroy it (before its Group) and build a new
-/// Group.
+/// Group. Keep the buffers of the call that failed (and of calls still in flight) until the
+/// communicator is destroyed: a peer's transfer already under way may still land in them
+/// (an RDMA write needs no help from this rank), as NCCL asks for ncclCommAbort first.
 ///
 /// Failures reach every rank, naming the culprit (lib/coll/coll_notice.h): a rank that breaks
 /// on its own sends every peer a failure notice (origin rank, code, reason) over the

@@ -75,9 +75,14 @@ TEST(CollErrors, DeadRankFailsEveryOtherRankWithinTimeout) {
     CommOptions o;
     o.chunk_bytes = 64 << 10;
     o.timeout = timeout;
+    const size_t count = 2 << 20;
+    // Buffers outlive the communicators (gw_coll.h: a failed call's buffers may still be
+    // written until its communicator is destroyed: a peer's RDMA write under way lands anyway).
+    std::vector<std::vector<float>> ins(static_cast<size_t>(n), std::vector<float>(count, 1.f)),
+        outs(static_cast<size_t>(n), std::vector<float>(count));
     run_ranks(n, o, [&](int r, std::unique_ptr<Rank>& rk) {
-      const size_t count = 2 << 20;
-      std::vector<float> in(count, 1.f), out(count);
+      std::vector<float>& in = ins[static_cast<size_t>(r)];
+      std::vector<float>& out = outs[static_cast<size_t>(r)];
       if (r == victim) {
         auto h = rk->comm->allreduce_async(in.data(), out.data(), count, DataType::kFloat32,
                                            ReduceOp::kSum, {.algo = Algo::kRing});
