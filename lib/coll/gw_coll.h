@@ -16,9 +16,10 @@
 /// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch, an abort) the communicator is broken:
 /// every later call returns that first error. Destroy it (before its Group) and build a new
-/// Group. Keep the buffers of the call that failed (and of calls still in flight) until the
-/// communicator is destroyed: a peer's transfer already under way may still land in them
-/// (an RDMA write needs no help from this rank), as NCCL asks for ncclCommAbort first.
+/// Group. Keep the buffers of the call that failed (and of calls still in flight) until that
+/// Group is destroyed: its transport may still hold receives posted into them, and a peer's
+/// transfer under way may still land (an RDMA write needs no help from this rank) -- as NCCL
+/// asks for ncclCommAbort before such buffers are freed.
 ///
 /// Failures reach every rank, naming the culprit (lib/coll/coll_notice.h): a rank that breaks
 /// on its own sends every peer a failure notice (origin rank, code, reason) over the

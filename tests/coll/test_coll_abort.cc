@@ -87,8 +87,8 @@ void culprit_case(bool kill) {
   o.chunk_bytes = 64 << 10;
   o.timeout = timeout;
   const size_t count = 256 << 10;  // 1 MiB: the ring
-  // Buffers outlive the communicators (gw_coll.h: a failed call's buffers may still be written
-  // until its communicator is destroyed: a peer's RDMA write under way lands regardless).
+  // Buffers outlive the ranks' Groups (gw_coll.h: a failed call's buffers may still be written
+  // until its Group is destroyed: a peer's RDMA write under way lands regardless).
   std::vector<std::vector<float>> ins(static_cast<size_t>(n), std::vector<float>(count, 1.f)),
       outs(static_cast<size_t>(n), std::vector<float>(count));
   run_ranks(n, o, [&](int r, std::unique_ptr<Rank>& rk) {

@@ -76,8 +76,8 @@ TEST(CollErrors, DeadRankFailsEveryOtherRankWithinTimeout) {
     o.chunk_bytes = 64 << 10;
     o.timeout = timeout;
     const size_t count = 2 << 20;
-    // Buffers outlive the communicators (gw_coll.h: a failed call's buffers may still be
-    // written until its communicator is destroyed: a peer's RDMA write under way lands anyway).
+    // Buffers outlive the ranks' Groups (gw_coll.h: a failed call's buffers may still be
+    // written until its Group is destroyed: a peer's RDMA write under way lands anyway).
     std::vector<std::vector<float>> ins(static_cast<size_t>(n), std::vector<float>(count, 1.f)),
         outs(static_cast<size_t>(n), std::vector<float>(count));
     run_ranks(n, o, [&](int r, std::unique_ptr<Rank>& rk) {
