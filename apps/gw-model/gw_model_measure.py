@@ -27,8 +27,11 @@ def rate_bps(text):
 
 
 def bed(args, hosts, per, rate, cmd, logs=None):
+    # The burst is passed, not left to the script's default, so iters_for sizes against the
+    # bucket the links really have.
     full = [os.path.join(ROOT, "usertools", "gw-cluster.sh"), "--hosts", str(hosts),
-            "--ranks-per-host", str(per), "--rate", rate, "--timeout", str(args.timeout)]
+            "--ranks-per-host", str(per), "--rate", rate, "--burst", str(burst_bytes(rate)),
+            "--timeout", str(args.timeout)]
     if logs:
         full += ["--logs", logs]
     r = subprocess.run(full + ["--"] + cmd, capture_output=True, text=True)
@@ -40,7 +43,8 @@ def bed(args, hosts, per, rate, cmd, logs=None):
 
 
 def burst_bytes(rate):
-    """gw-cluster.sh's tbf burst at this rate: 1 ms of it, at least 64 KiB and a frame."""
+    """The tbf burst of every bed link (gw-cluster.sh's default): 1 ms at the rate, at least
+    64 KiB and a frame (one GSO segment)."""
     return max(int(rate_bps(rate)) // 8 // 1000, 65536 + 1514)
 
 
