@@ -149,7 +149,9 @@ GW_API gw_status_t gw_comm_size(const gw_comm_t* comm, int* size);
  * (gw_last_error_rank(): the peer that stopped, found with the other ranks), GW_ERR_ABORTED,
  * GW_ERR_RESOURCE_EXHAUSTED
  * (16 requests in flight). The _start forms return at once; the buffers must stay untouched
- * until gw_wait/gw_test reports the request done. */
+ * until gw_wait/gw_test reports the request done -- and after a failure, until gw_comm_destroy:
+ * the transport may still hold receives posted into them, and a peer's RDMA write under way
+ * may still land (as NCCL asks for ncclCommAbort before such buffers are freed). */
 
 /** recv = op over ranks of send (count elements); send == recv is in place. */
 GW_API gw_status_t gw_allreduce(gw_comm_t* comm, const void* send, void* recv, size_t count,

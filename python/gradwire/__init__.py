@@ -7,6 +7,8 @@ The transport comes from GW_TRANSPORT ("tcp" by default; "dpdk:vdev=net_memif0,r
 socket=/tmp/gw.sock" for memif between two processes; "rdma"). CPU tensors only.
 A failed call raises RuntimeError whose text names the culprit ("[failed rank 3]");
 failed_rank() gives it as a number, abort() breaks the group on every rank (any thread).
+The tensors of a call that failed are held by the backend until the group is destroyed
+(its transport may still write into them); freeing them in Python is safe.
 """
 import torch.distributed as dist
 

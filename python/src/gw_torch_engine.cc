@@ -46,6 +46,7 @@ Engine::~Engine() {
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
   comm_.reset();  // before its Group
+  group_.reset();  // then the tensors of failed jobs (kept_) may go
 }
 
 void Engine::submit(Job job) {
@@ -77,6 +78,7 @@ void Engine::post_pending(int& free) {
         break;
       }
       inflight_.push_back({*r, &a});
+      ++a.issued;
       ++a.outstanding;
       --free;
     }
@@ -93,6 +95,9 @@ void Engine::retire_finished() {
     }
     if (a.status.ok() && a.job.finish) a.job.finish();
     if (a.job.done) a.job.done(a.status);
+    // After a break a job's posts fail at once (nothing issued), so kept_ grows by the jobs
+    // that were running when the communicator broke, not by every later call.
+    if (!a.status.ok() && a.issued > 0) kept_.push_back(std::move(a.job));
     it = active_.erase(it);
   }
 }
@@ -161,6 +166,7 @@ void Engine::run() {
   }
   for (auto& a : active_) {
     if (a->job.done) a->job.done(gone);
+    if (a->issued > 0) kept_.push_back(std::move(a->job));  // still posted: after the Group
   }
   for (auto& j : left) {
     if (j.done) j.done(gone);

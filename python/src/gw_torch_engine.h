@@ -63,6 +63,7 @@ class Engine {
   struct Active {
     Job job;
     size_t next = 0;      // next post to issue
+    size_t issued = 0;    // posts the communicator took
     int outstanding = 0;  // handles in flight
     Status status;
   };
@@ -79,6 +80,10 @@ class Engine {
   void complete(Active& a, Status st);
   void retire_finished();
 
+  // Jobs that failed after posting (their lambdas hold the tensors): kept until the Group is
+  // gone, since its transport may still write into their receive buffers (gw_coll.h). Declared
+  // first, so destroyed last; the destructor also resets the Group first.
+  std::vector<Job> kept_;
   std::unique_ptr<Group> group_;
   std::unique_ptr<Communicator> comm_;
   std::string transport_name_;

@@ -1,10 +1,13 @@
 """A killed rank: every survivor's next collective raises within the timeout, naming the dead
-rank (in the text and as gradwire.failed_rank()); gradwire.abort() from another thread."""
+rank (in the text and as gradwire.failed_rank()); gradwire.abort() from another thread; the
+tensors of a failed call are kept until the process group is destroyed."""
 import datetime
+import gc
 import os
 import tempfile
 import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -72,7 +75,19 @@ def abort_main(rank, n, tmpdir, q):
             work.wait()
             q.put((rank, "no error", 0.0, -1))
         except RuntimeError as e:
-            q.put((rank, str(e), time.monotonic() - start, gradwire.failed_rank()))
+            took, culprit = time.monotonic() - start, gradwire.failed_rank()
+            # The receive stays posted in the transport: dropping every Python reference
+            # must not free its tensor before the group is gone.
+            ref = weakref.ref(t)
+            del t, work
+            gc.collect()
+            kept = ref() is not None
+            dist.destroy_process_group()
+            gc.collect()
+            if not kept or ref() is not None:
+                e = RuntimeError(f"{e} [tensor kept after the error: {kept}, "
+                                 f"released with the group: {ref() is None}]")
+            q.put((rank, str(e), took, culprit))
         return
     start = time.monotonic()
     try:
@@ -86,5 +101,6 @@ def test_abort_from_another_thread_ends_every_rank():
     n = 3
     for rank, msg, took, culprit in spawn_ranks(abort_main, n, n):
         assert "Aborted" in msg and "test abort" in msg, f"rank {rank}: {msg}"
+        assert "tensor kept" not in msg, f"rank {rank}: {msg}"
         assert culprit == 0, f"rank {rank}: {msg}"
         assert took < 3, f"rank {rank} took {took:.1f} s: {msg}"
