@@ -22,6 +22,8 @@
 /// Failure: a peer rank that goes away without finishing (its endpoint fails) is a RemoteError
 /// on every other rank at its next wait/serve; bad input from a worker (unknown part, wrong
 /// size, different key table) is answered by the server with an error naming key and sizes.
+/// After a failed pull, keep its `out` buffer until the Group is destroyed: its receive may
+/// stay posted in the transport (as for collectives, gw_coll.h).
 #pragma once
 
 #include <array>
