@@ -12,10 +12,20 @@ uint64_t parse_size(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<uint64_t>(v);
 }
@@ -31,13 +41,20 @@ Options parse(int argc, char** argv, const char* usage) {
       std::exit(2);
     }
     const char* v = argv[++i];
-    if (a == "-b") o.min_bytes = parse_size(v);
-    else if (a == "-e") o.max_bytes = parse_size(v);
-    else if (a == "-f") o.factor = std::atof(v);
-    else if (a == "-n") o.iters = std::atoi(v);
-    else if (a == "-w") o.warmup = std::atoi(v);
-    else if (a == "--ranks") o.ranks = std::atoi(v);
-    else if (a == "--algo") o.algo = v;
+    if (a == "-b")
+      o.min_bytes = parse_size(v);
+    else if (a == "-e")
+      o.max_bytes = parse_size(v);
+    else if (a == "-f")
+      o.factor = std::atof(v);
+    else if (a == "-n")
+      o.iters = std::atoi(v);
+    else if (a == "-w")
+      o.warmup = std::atoi(v);
+    else if (a == "--ranks")
+      o.ranks = std::atoi(v);
+    else if (a == "--algo")
+      o.algo = v;
     else {
       std::fprintf(stderr, "%s: unknown option %s\n%s", argv[0], a.c_str(), usage);
       std::exit(2);

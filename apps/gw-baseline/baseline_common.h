@@ -13,8 +13,8 @@ struct Options {
   uint64_t min_bytes = 4096, max_bytes = 64 << 20;
   double factor = 2;
   int iters = 20, warmup = 5;
-  int ranks = 2;          // gloo: processes to fork
-  std::string algo;       // gloo: ring | ring-chunked | hd
+  int ranks = 2;     // gloo: processes to fork
+  std::string algo;  // gloo: ring | ring-chunked | hd
 };
 
 /// Parses -b -e -f -n -w (and --ranks N, --algo A); exits with a message on bad input.

@@ -11,8 +11,8 @@ int main(int argc, char** argv) {
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  const gwb::Options o =
-      gwb::parse(argc, argv, "usage: mpirun -np N gw-baseline-mpi [-b B] [-e B] [-f F] [-n N] [-w N]\n");
+  const gwb::Options o = gwb::parse(
+      argc, argv, "usage: mpirun -np N gw-baseline-mpi [-b B] [-e B] [-f F] [-n N] [-w N]\n");
   if (rank == 0) gwb::print_header("Open MPI MPI_Allreduce");
   std::vector<float> in(o.max_bytes / 4), out(o.max_bytes / 4);
   for (uint64_t bytes : gwb::sizes(o)) {

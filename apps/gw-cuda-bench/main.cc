@@ -40,11 +40,10 @@ int kernels(size_t bytes, int iters) {
     std::fprintf(stderr, "gw-cuda-bench: cannot allocate 3 x %zu bytes on the GPU\n", bytes);
     return 1;
   }
-  const double copy = time_it(iters, ops, s->get(), [&] {
-    (void)ops->copy_async(d->get(), a->get(), bytes, s->get());
-  });
-  std::printf("# %s\n# %zu MiB per operand, %d iterations\n", ops->describe().c_str(),
-              bytes >> 20, iters);
+  const double copy = time_it(iters, ops, s->get(),
+                              [&] { (void)ops->copy_async(d->get(), a->get(), bytes, s->get()); });
+  std::printf("# %s\n# %zu MiB per operand, %d iterations\n", ops->describe().c_str(), bytes >> 20,
+              iters);
   std::printf("%-10s %-5s %12s %12s %8s\n", "dtype", "op", "GB/s(3xB)", "copy GB/s", "ratio");
   const double copy_bw = 2.0 * static_cast<double>(bytes) / copy / 1e9;
   for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,

@@ -7,6 +7,9 @@ the output file in gw_model.py's calibration format.
   gw_model_measure.py --build build -o points.jsonl --transport tcp --rates 1gbit,200mbit \
       --shapes 2x1,4x1,2x2,4x2 --algos ring,rd,hier,ps --sizes 64K,1M,16M
 A shape HxL is H hosts of L ranks; ps uses one rank per host, --servers of the hosts serving.
+Rate "loopback": no bed; gw-coll-perf --ranks L over 127.0.0.1 (shapes 1xL). Those points are
+host-bound (rate_bps 0), so they fix the model's host constants (beta, gamma) that link-bound
+bed points leave loose.
 """
 import argparse
 import json
@@ -22,6 +25,8 @@ SPECS = {"tcp": "tcp:iface={iface}",
 
 
 def rate_bps(text):
+    if text == "loopback":
+        return 0.0
     t = text.lower().replace("bit", "")
     return float(t.rstrip("kmg")) * {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1)
 
@@ -52,6 +57,8 @@ def iters_for(args, rate, size):
     """(warm-up, timed) iterations for one size. A full tbf bucket lets the first `burst` bytes
     of a link pass at once: warm-ups that move twice the burst drain it, and the timed
     iterations move at least 8 bursts, so small sizes measure the link, not the bucket."""
+    if rate == "loopback":
+        return max(2, args.iters // 2), args.iters
     b = burst_bytes(rate)
     return max(1, -(-2 * b // size)), max(args.iters, -(-8 * b // size))
 
@@ -62,9 +69,14 @@ def coll(args, hosts, per, rate, algo, sizes):
     got = {}
     for size in sizes:
         w, n = iters_for(args, rate, size)
-        out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport], "-b", str(size),
-                                           "-e", str(size), "-n", str(n), "-w", str(w), "-c", "0",
-                                           "--algo", algo, "--json"])
+        cmd = ["-b", str(size), "-e", str(size), "-n", str(n), "-w", str(w), "-c", "0",
+               "--algo", algo, "--json"]
+        if rate == "loopback":
+            r = subprocess.run([perf, "-t", args.transport, "--ranks", str(per)] + cmd,
+                               capture_output=True, text=True, timeout=args.timeout)
+            out = r.stdout if r.returncode == 0 else None
+        else:
+            out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport]] + cmd)
         rows = [json.loads(line) for line in (out or "").splitlines() if line.startswith("{")]
         got.update({r["size"]: r["time_us"] for r in rows})
     return got
@@ -122,6 +134,10 @@ def main():
                 hosts, per = (int(x) for x in shape.split("x"))
                 for algo in a.algos.split(","):
                     if (algo == "hier" and per < 2) or (algo == "ps" and per > 1):
+                        continue
+                    if rate == "loopback" and (hosts != 1 or algo not in ("ring", "rd")):
+                        sys.stderr.write("gw-model-measure: loopback measures ring and rd on "
+                                         "shapes 1xL; skipped %s %s\n" % (shape, algo))
                         continue
                     if algo == "ps":
                         runs = [(k, size, t) for k in map(int, a.servers.split(",")) if k < hosts

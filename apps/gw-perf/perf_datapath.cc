@@ -102,8 +102,8 @@ Status Session::fill_recvs() {
         if (recv_busy_[slot]) break;
         recv_busy_[slot] = 1;
       }
-      rreq_[k] = RecvRequest{recv_buf_.data() + slot * p.size, p.size, tag, kWrDataRecv | i,
-                             &recv_mr_};
+      rreq_[k] =
+          RecvRequest{recv_buf_.data() + slot * p.size, p.size, tag, kWrDataRecv | i, &recv_mr_};
     }
     if (k == 0) break;
     GW_ASSIGN_OR_RETURN(size_t n, ep_.post_recv({rreq_.data(), k}));
@@ -121,8 +121,8 @@ Status Session::pump() {
   if (!r.ok()) {
     const Phase& p = phase_;
     return r.status().with_context(
-        "gw-perf rank " + std::to_string(rank_) + ": waiting on " + ep_.peer_name() +
-        " (phase " + std::to_string(p.seq) + ", " + std::to_string(p.size) + " B, sent " +
+        "gw-perf rank " + std::to_string(rank_) + ": waiting on " + ep_.peer_name() + " (phase " +
+        std::to_string(p.seq) + ", " + std::to_string(p.size) + " B, sent " +
         std::to_string(p.send_done) + "/" + std::to_string(p.send_total) + ", received " +
         std::to_string(p.recv_done) + "/" + std::to_string(p.recv_total) +
         "); is the peer alive? a slower link needs a larger --timeout");

@@ -11,8 +11,8 @@
 
 #include <array>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,8 +41,8 @@ Status pin_to_cpu(int r) {
     CPU_ZERO(&one);
     CPU_SET(c, &one);
     if (::sched_setaffinity(0, sizeof one, &one) != 0)
-      return Status(Code::kSystemError, "gw-perf --pin: sched_setaffinity to CPU " +
-                                            std::to_string(c), errno);
+      return Status(Code::kSystemError,
+                    "gw-perf --pin: sched_setaffinity to CPU " + std::to_string(c), errno);
     return Status();
   }
   return Status(Code::kInternal, "gw-perf --pin: no allowed CPU");
@@ -69,9 +69,9 @@ Result<Rendezvous> rendezvous(const Options& opt) {
     auto launch = discover_launch();
     if (launch.ok()) {
       if (launch->world_size != 2) {
-        return Status(Code::kInvalidArgument,
-                      "gw-perf runs on 2 ranks; " + launch->source + " launched " +
-                          std::to_string(launch->world_size));
+        return Status(Code::kInvalidArgument, "gw-perf runs on 2 ranks; " + launch->source +
+                                                  " launched " +
+                                                  std::to_string(launch->world_size));
       }
       rv.rank = launch->rank;
       GW_ASSIGN_OR_RETURN(rv.store, store_for_launch(*launch, opt.timeout));
@@ -104,8 +104,7 @@ int run_process(const Options& opt) {
   ::setenv("GW_RANK", std::to_string(rv->rank).c_str(), 1);
   auto transport = Transport::open(opt.transport);
   if (!transport.ok()) return fail(transport.status());
-  auto group = Group::create(rv->store, std::move(*transport), rv->rank, 2, opt.timeout,
-                             "gw-perf");
+  auto group = Group::create(rv->store, std::move(*transport), rv->rank, 2, opt.timeout, "gw-perf");
   if (!group.ok()) return fail(group.status());
   return rv->rank == 1 ? run_client(**group, opt) : run_server(**group, opt);
 }

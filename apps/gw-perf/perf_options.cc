@@ -47,8 +47,8 @@ bool apply_rdma_options(Options& o, bool transport_given, const std::string& dev
       std::fprintf(stderr, "gw-perf: %s= is given twice (in -t and as an option)\n", key);
       return false;
     }
-    o.transport += (o.transport.find(':') == std::string::npos ? ":" : ",") +
-                   std::string(key) + "=" + value;
+    o.transport +=
+        (o.transport.find(':') == std::string::npos ? ":" : ",") + std::string(key) + "=" + value;
     return true;
   };
   if (!dev.empty() && !add("dev", dev)) return false;
@@ -84,8 +84,7 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   std::string ib_dev;
   int gid_index = -1, qps = 0;
   app.add_option("host", o.host, "server to connect to (omit to be the server)");
-  app.add_option("-t,--transport", o.transport,
-                 "transport spec, e.g. tcp, tcp:streams=4, auto")
+  app.add_option("-t,--transport", o.transport, "transport spec, e.g. tcp, tcp:streams=4, auto")
       ->capture_default_str();
   app.add_option("-d,--ib-dev", ib_dev, "rdma device, e.g. rxe0 (implies -t rdma)");
   app.add_option("-x,--gid-index", gid_index, "rdma GID index (implies -t rdma)")

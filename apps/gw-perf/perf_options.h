@@ -24,19 +24,19 @@ struct Options {
   bool pin = false;               ///< --ranks 2: rank r on CPU r (mod the CPUs allowed)
   Test test = Test::kBw;
   bool bidir = false;
-  std::vector<uint64_t> sizes;    ///< message sizes, in order
-  uint64_t iters = 0;             ///< 0: perftest's default (bw 5000, lat 1000)
-  double duration_s = 0;          ///< > 0: run each size for about this long
-  uint64_t warmup = 0;            ///< 0: default (see perf_options.cc)
-  uint32_t tx_depth = 128;        ///< outstanding sends in bw
-  uint32_t rx_depth = 512;        ///< receives kept posted in bw (perftest's -r default)
-  uint32_t buffers = 1;           ///< bw: message buffers cycled per side (--check: tx-depth)
-  bool busy = false;              ///< spin in wait instead of sleeping on the driver's fd
-  bool check = false;             ///< verify every byte received
+  std::vector<uint64_t> sizes;  ///< message sizes, in order
+  uint64_t iters = 0;           ///< 0: perftest's default (bw 5000, lat 1000)
+  double duration_s = 0;        ///< > 0: run each size for about this long
+  uint64_t warmup = 0;          ///< 0: default (see perf_options.cc)
+  uint32_t tx_depth = 128;      ///< outstanding sends in bw
+  uint32_t rx_depth = 512;      ///< receives kept posted in bw (perftest's -r default)
+  uint32_t buffers = 1;         ///< bw: message buffers cycled per side (--check: tx-depth)
+  bool busy = false;            ///< spin in wait instead of sleeping on the driver's fd
+  bool check = false;           ///< verify every byte received
   bool json = false;
-  bool stats = false;             ///< print the transport's counters at the end (stderr)
+  bool stats = false;  ///< print the transport's counters at the end (stderr)
   bool print_config = false;
-  Millis timeout{10'000};         ///< every wait; a silent peer beyond it is an error
+  Millis timeout{10'000};  ///< every wait; a silent peer beyond it is an error
 };
 
 /// Parse argv. Returns the exit code to use right away (help, bad option) in `exit_code`

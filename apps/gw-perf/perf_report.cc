@@ -34,8 +34,8 @@ void json_begin(const Options& o, const char* test) {
 }
 void end_row(uint64_t errors, uint64_t size) {
   if (errors != 0) {
-    std::fprintf(stderr, "gw-perf: --check: %" PRIu64 " bytes wrong at size %" PRIu64 "\n",
-                 errors, size);
+    std::fprintf(stderr, "gw-perf: --check: %" PRIu64 " bytes wrong at size %" PRIu64 "\n", errors,
+                 size);
   }
   std::fflush(stdout);
 }
@@ -43,7 +43,8 @@ void end_row(uint64_t errors, uint64_t size) {
 
 double peak_rate(std::span<const uint64_t> t, size_t min_msgs, uint64_t size) {
   constexpr uint64_t kMinWindowBytes = uint64_t{16} << 20;
-  size_t window = std::max<size_t>(min_msgs, (kMinWindowBytes + size - 1) / std::max<uint64_t>(size, 1));
+  size_t window =
+      std::max<size_t>(min_msgs, (kMinWindowBytes + size - 1) / std::max<uint64_t>(size, 1));
   // Batches: (time, messages completed up to and including it).
   std::vector<std::pair<uint64_t, size_t>> b;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -102,22 +103,27 @@ void print_header(const Options& o, const TransportProperties& props, uint32_t d
   if (bw) std::printf(" TX depth        : %u\n", depth);
   if (bw) std::printf(" RX depth        : %u\n", rx_depth);
   if (bw && !o.check) std::printf(" Buffers         : %u per side\n", o.buffers);
-  std::printf(" Wait mode       : %s\n",
-              o.busy ? "busy-poll (--busy)" : "blocking (spin transport.spin_us, then sleep on fd)");
+  std::printf(
+      " Wait mode       : %s\n",
+      o.busy ? "busy-poll (--busy)" : "blocking (spin transport.spin_us, then sleep on fd)");
   std::printf(" Data check      : %s\n", o.check ? "ON (every byte)" : "OFF");
   if (o.duration_s > 0) {
     std::printf(" Duration        : %.3g s per size\n", o.duration_s);
   }
-  if (bw) std::printf(" Units           : MB = 2^20 bytes; peak over >= tx-depth messages and 16 MiB\n");
-  else std::printf(" Latency         : half round trip\n");
+  if (bw)
+    std::printf(" Units           : MB = 2^20 bytes; peak over >= tx-depth messages and 16 MiB\n");
+  else
+    std::printf(" Latency         : half round trip\n");
   std::printf("%s\n", kRule);
   if (bw) {
-    std::printf(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
-                "MsgRate[Mpps]\n");
+    std::printf(
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   "
+        "MsgRate[Mpps]\n");
   } else {
-    std::printf(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
-                "t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   "
-                "99.9%% percentile[usec]\n");
+    std::printf(
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    "
+        "t_avg[usec]    t_stdev[usec]   99%% percentile[usec]   "
+        "99.9%% percentile[usec]\n");
   }
 }
 
@@ -128,10 +134,10 @@ void print_bw(const Options& o, const BwResult& r) {
                 ",\"tx_depth\":%u,\"buffers\":%u,\"bw_peak_MBps\":%.2f,\"bw_avg_MBps\":%.2f,"
                 "\"bw_avg_Gbps\":%.3f,\"msg_rate_Mpps\":%.6f,\"check_errors\":%" PRIu64 "}\n",
                 o.bidir ? "true" : "false", r.size, r.iters, r.depth, o.check ? r.depth : o.buffers,
-                r.peak_bps / kMB,
-                r.avg_bps / kMB, r.avg_bps * 8e-9, r.msg_rate * 1e-6, r.errors);
+                r.peak_bps / kMB, r.avg_bps / kMB, r.avg_bps * 8e-9, r.msg_rate * 1e-6, r.errors);
   } else {
-    std::printf(" %-7" PRIu64 "    %-7" PRIu64 "        %-7.2f            %-7.2f              "
+    std::printf(" %-7" PRIu64 "    %-7" PRIu64
+                "        %-7.2f            %-7.2f              "
                 "%-7.6f\n",
                 r.size, r.iters, r.peak_bps / kMB, r.avg_bps / kMB, r.msg_rate * 1e-6);
   }
@@ -145,13 +151,13 @@ void print_lat(const Options& o, const LatResult& r) {
                 ",\"t_min_us\":%.3f,\"t_max_us\":%.3f,\"t_typical_us\":%.3f,\"t_avg_us\":%.3f,"
                 "\"t_stdev_us\":%.3f,\"p99_us\":%.3f,\"p999_us\":%.3f,\"check_errors\":%" PRIu64
                 "}\n",
-                r.size, r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99,
-                r.p999, r.errors);
+                r.size, r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999,
+                r.errors);
   } else {
-    std::printf(" %-7" PRIu64 " %-7" PRIu64 "        %-7.2f        %-7.2f      %-7.2f          "
+    std::printf(" %-7" PRIu64 " %-7" PRIu64
+                "        %-7.2f        %-7.2f      %-7.2f          "
                 "%-7.2f        %-7.2f          %-7.2f                %-7.2f\n",
-                r.size, r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99,
-                r.p999);
+                r.size, r.iters, r.t_min, r.t_max, r.t_typical, r.t_avg, r.t_stdev, r.p99, r.p999);
   }
   end_row(r.errors, r.size);
 }

@@ -16,11 +16,11 @@ namespace gw::perf {
 struct BwResult {
   uint64_t size = 0;
   uint64_t iters = 0;
-  double peak_bps = 0;   ///< bytes/s, best window of tx-depth messages (receive side)
-  double avg_bps = 0;    ///< bytes/s over the whole timed phase
-  double msg_rate = 0;   ///< messages/s (both directions with -b)
-  uint32_t depth = 0;    ///< outstanding messages actually used
-  uint64_t errors = 0;   ///< --check: bytes wrong, both ranks together
+  double peak_bps = 0;  ///< bytes/s, best window of tx-depth messages (receive side)
+  double avg_bps = 0;   ///< bytes/s over the whole timed phase
+  double msg_rate = 0;  ///< messages/s (both directions with -b)
+  uint32_t depth = 0;   ///< outstanding messages actually used
+  uint64_t errors = 0;  ///< --check: bytes wrong, both ranks together
 };
 
 struct LatResult {

@@ -49,8 +49,12 @@ class Client {
 
 Status Client::start(const Phase& p, uint64_t iters, uint32_t flags) {
   if (o_.check) flags |= kFlagCheck;
-  Ctrl plan{.type = CtrlType::kPlan, .size = p.size, .iters = iters, .seq = p.seq,
-            .flags = flags, .depth = p.depth};
+  Ctrl plan{.type = CtrlType::kPlan,
+            .size = p.size,
+            .iters = iters,
+            .seq = p.seq,
+            .flags = flags,
+            .depth = p.depth};
   GW_RETURN_IF_ERROR(s_.send_ctrl(plan));
   return s_.recv_ctrl(CtrlType::kReady).status();
 }
@@ -132,8 +136,8 @@ Result<uint64_t> Client::run_size(uint64_t size) {
   if (o_.duration_s > 0) {
     // Iterations for about -D seconds at the warm-up's pace.
     double per_iter = static_cast<double>(now_ns() - w0) * 1e-9 / static_cast<double>(warmup);
-    iters = std::clamp<uint64_t>(static_cast<uint64_t>(o_.duration_s / per_iter), 1,
-                                 kMaxDurationIters);
+    iters =
+        std::clamp<uint64_t>(static_cast<uint64_t>(o_.duration_s / per_iter), 1, kMaxDurationIters);
   }
   if (is_bw) {
     GW_ASSIGN_OR_RETURN(BwResult r, bw(size, iters));
@@ -160,8 +164,12 @@ int run_client(Group& group, const Options& opt) {
   auto s = Session::create(group, opt, max, opt.tx_depth, opt.rx_depth, opt.check, opt.buffers);
   if (!s.ok()) return report_failure(s.status());
   Session& session = **s;
-  Ctrl hello{.type = CtrlType::kHello, .size = max, .flags = opt.check ? kFlagCheck : 0u,
-             .depth = opt.tx_depth, .rx_depth = opt.rx_depth, .buffers = opt.buffers};
+  Ctrl hello{.type = CtrlType::kHello,
+             .size = max,
+             .flags = opt.check ? kFlagCheck : 0u,
+             .depth = opt.tx_depth,
+             .rx_depth = opt.rx_depth,
+             .buffers = opt.buffers};
   Status st = session.send_ctrl(hello);
   if (st.ok()) st = session.recv_ctrl(CtrlType::kReady).status();
   if (!st.ok()) return report_failure(st);
@@ -239,8 +247,9 @@ int run_server(Group& group, const Options& opt) {
   if (st.ok()) st = session.flush_ctrl();
   if (!st.ok()) return report_failure(st);
   if (opt.ranks == 0) {
-    std::fprintf(stderr, "gw-perf server: %" PRIu64 " phases served, %" PRIu64
-                 " bytes received wrong\n", phases, errors);
+    std::fprintf(stderr,
+                 "gw-perf server: %" PRIu64 " phases served, %" PRIu64 " bytes received wrong\n",
+                 phases, errors);
   }
   return errors != 0 ? 3 : 0;
 }

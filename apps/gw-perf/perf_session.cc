@@ -15,12 +15,18 @@ constexpr uint64_t kCheckBufferBytes = uint64_t{64} << 20;
 
 const char* ctrl_name(CtrlType t) {
   switch (t) {
-    case CtrlType::kHello: return "Hello";
-    case CtrlType::kPlan: return "Plan";
-    case CtrlType::kReady: return "Ready";
-    case CtrlType::kDone: return "Done";
-    case CtrlType::kQuit: return "Quit";
-    case CtrlType::kBye: return "Bye";
+    case CtrlType::kHello:
+      return "Hello";
+    case CtrlType::kPlan:
+      return "Plan";
+    case CtrlType::kReady:
+      return "Ready";
+    case CtrlType::kDone:
+      return "Done";
+    case CtrlType::kQuit:
+      return "Quit";
+    case CtrlType::kBye:
+      return "Bye";
   }
   return "unknown";
 }
@@ -34,15 +40,12 @@ Session::Session(Group& group, const Options& opt)
       timeout_(opt.timeout),
       busy_(opt.busy) {}
 
-const TransportProperties& Session::properties() const {
-  return group_.transport().properties();
-}
+const TransportProperties& Session::properties() const { return group_.transport().properties(); }
 
 Result<std::unique_ptr<Session>> Session::create_control(Group& group, const Options& opt) {
   if (group.size() != 2) {
-    return Status(Code::kInvalidArgument,
-                  "gw-perf runs between exactly 2 ranks, got world size " +
-                      std::to_string(group.size()));
+    return Status(Code::kInvalidArgument, "gw-perf runs between exactly 2 ranks, got world size " +
+                                              std::to_string(group.size()));
   }
   std::unique_ptr<Session> s(new Session(group, opt));
   GW_ASSIGN_OR_RETURN(s->ctrl_mr_, group.transport().register_memory(
@@ -53,8 +56,7 @@ Result<std::unique_ptr<Session>> Session::create_control(Group& group, const Opt
 
 Result<std::unique_ptr<Session>> Session::create(Group& group, const Options& opt,
                                                  uint64_t max_size, uint32_t depth,
-                                                 uint32_t rx_depth, bool check,
-                                                 uint32_t buffers) {
+                                                 uint32_t rx_depth, bool check, uint32_t buffers) {
   GW_ASSIGN_OR_RETURN(auto s, create_control(group, opt));
   GW_RETURN_IF_ERROR(s->create_data(max_size, depth, rx_depth, check, buffers));
   return s;
@@ -151,8 +153,7 @@ Result<Ctrl> Session::recv_ctrl(CtrlType want, CtrlType alt) {
   const Ctrl c = ctrl_in_;
   if (c.magic != kCtrlMagic || (c.type != want && c.type != alt)) {
     char got[64];
-    std::snprintf(got, sizeof(got), "magic 0x%08x type %u", c.magic,
-                  static_cast<uint32_t>(c.type));
+    std::snprintf(got, sizeof(got), "magic 0x%08x type %u", c.magic, static_cast<uint32_t>(c.type));
     return Status(Code::kProtocolError, "gw-perf: expected a " + std::string(ctrl_name(want)) +
                                             " message from " + ep_.peer_name() + ", got " + got +
                                             " (is the peer the same gw-perf version?)");

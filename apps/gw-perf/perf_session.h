@@ -27,15 +27,15 @@ inline constexpr uint32_t kFlagBidir = 1, kFlagCheck = 2, kFlagLat = 4, kFlagWar
 struct Ctrl {
   uint32_t magic = kCtrlMagic;
   CtrlType type = CtrlType::kHello;
-  uint64_t size = 0;       ///< Hello: largest size; Plan: this phase's size
-  uint64_t iters = 0;      ///< Plan: messages each way
-  uint64_t seq = 0;        ///< Plan: phase number (data tags and check patterns)
-  uint32_t flags = 0;      ///< kFlag*
-  uint32_t depth = 0;      ///< Hello/Plan: outstanding messages per direction
-  uint64_t errors = 0;     ///< Done: check errors the sender of Done found
-  double recv_peak = 0;    ///< Done: receive-side peak bandwidth (bytes/s)
-  uint32_t rx_depth = 0;   ///< Hello: receives kept posted in bw
-  uint32_t buffers = 0;    ///< Hello: message buffers per side (0: 1)
+  uint64_t size = 0;      ///< Hello: largest size; Plan: this phase's size
+  uint64_t iters = 0;     ///< Plan: messages each way
+  uint64_t seq = 0;       ///< Plan: phase number (data tags and check patterns)
+  uint32_t flags = 0;     ///< kFlag*
+  uint32_t depth = 0;     ///< Hello/Plan: outstanding messages per direction
+  uint64_t errors = 0;    ///< Done: check errors the sender of Done found
+  double recv_peak = 0;   ///< Done: receive-side peak bandwidth (bytes/s)
+  uint32_t rx_depth = 0;  ///< Hello: receives kept posted in bw
+  uint32_t buffers = 0;   ///< Hello: message buffers per side (0: 1)
 };
 static_assert(sizeof(Ctrl) == 64);
 
@@ -61,12 +61,12 @@ struct Phase {
   uint64_t size = 0;
   uint64_t send_total = 0, recv_total = 0;
   uint64_t send_posted = 0, send_done = 0, recv_posted = 0, recv_done = 0;
-  uint32_t depth = 1;       ///< sends outstanding
-  uint32_t rx_depth = 1;    ///< receives kept posted
-  uint32_t slots = 1;       ///< buffer slots in use (check: one per outstanding message)
+  uint32_t depth = 1;     ///< sends outstanding
+  uint32_t rx_depth = 1;  ///< receives kept posted
+  uint32_t slots = 1;     ///< buffer slots in use (check: one per outstanding message)
   bool check = false;
-  bool auto_post = true;    ///< bw: refill sends/recvs after every poll
-  bool echo = false;        ///< lat server: answer every receive with a send
+  bool auto_post = true;                ///< bw: refill sends/recvs after every poll
+  bool echo = false;                    ///< lat server: answer every receive with a send
   uint32_t send_dir = 0, recv_dir = 0;  ///< rank whose pattern is sent / expected
   uint64_t errors = 0;
   uint64_t* recv_times = nullptr;  ///< bw: ns timestamp of each receive completion
@@ -147,7 +147,7 @@ class Session {
   uint32_t depth_ = 1;
   uint32_t rx_depth_ = 1;
   bool check_ = false;
-  uint32_t buffers_ = 1;  // without --check: message buffers cycled per side
+  uint32_t buffers_ = 1;                        // without --check: message buffers cycled per side
   std::vector<uint8_t> send_busy_, recv_busy_;  // check mode: slot in flight
   // Control: one receive always posted, one send at a time.
   std::array<Ctrl, 2> ctrl_buf_{};  // [0] send, [1] receive

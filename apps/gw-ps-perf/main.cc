@@ -75,11 +75,11 @@ Status ps_worker(Group& g, const Options& o, const PsOptions& po, const std::vec
     GW_ASSIGN_OR_RETURN(auto gmr, w->register_memory(grad));
     GW_ASSIGN_OR_RETURN(auto pmr, w->register_memory(par));
     GW_ASSIGN_OR_RETURN(double t, time_iters(o, [&](int) -> Status {
-      GW_ASSIGN_OR_RETURN(PsHandle h, w->push(k.key, grad, &gmr));
-      GW_RETURN_IF_ERROR(w->wait(h, tmo));
-      GW_ASSIGN_OR_RETURN(h, w->pull(k.key, par, &pmr));
-      return w->wait(h, tmo);
-    }));
+                          GW_ASSIGN_OR_RETURN(PsHandle h, w->push(k.key, grad, &gmr));
+                          GW_RETURN_IF_ERROR(w->wait(h, tmo));
+                          GW_ASSIGN_OR_RETURN(h, w->pull(k.key, par, &pmr));
+                          return w->wait(h, tmo);
+                        }));
     if (par.front() != want || par.back() != want) {
       return Status(Code::kInternal, "PS result of key " + std::to_string(k.key) + " is " +
                                          std::to_string(par.front()) + ", expected " +
@@ -104,9 +104,9 @@ Status ring_worker(const Launched& l, const Options& o, const std::vector<KeySpe
   for (const KeySpec& k : keys) {
     std::vector<float> in(k.count, static_cast<float>(sub.rank + 1)), out(k.count);
     GW_ASSIGN_OR_RETURN(double t, time_iters(o, [&](int) {
-      return comm->allreduce(in.data(), out.data(), k.count, DataType::kFloat32, ReduceOp::kSum,
-                             call);
-    }));
+                          return comm->allreduce(in.data(), out.data(), k.count, DataType::kFloat32,
+                                                 ReduceOp::kSum, call);
+                        }));
     const float want = static_cast<float>(sub.size * (sub.size + 1) / 2);
     if (out.front() != want || out.back() != want)
       return Status(Code::kInternal, "ring allreduce result is wrong");
@@ -157,9 +157,10 @@ int run(const Options& o, const Launched& l) {
 #endif
   if (Status st = leave(l, Millis(o.timeout_ms)); !st.ok()) return fail(kApp, st);
   if (l.rank != o.servers) return 0;
-  std::printf("# gw-ps-perf: %s, %d server(s), %d worker(s), float32 sum, median of %d "
-              "iterations%s\n",
-              o.transport.c_str(), o.servers, workers, o.iters, ring_note);
+  std::printf(
+      "# gw-ps-perf: %s, %d server(s), %d worker(s), float32 sum, median of %d "
+      "iterations%s\n",
+      o.transport.c_str(), o.servers, workers, o.iters, ring_note);
   std::printf("# one PS iteration = push S + pull S (BSP, sum updater); algbw = S / time\n");
   std::printf("%12s %12s %12s %12s %12s %10s\n", "size_B", "ps_us", "ps_GB/s", "ring_us",
               "ring_GB/s", "ps/ring");
@@ -185,11 +186,12 @@ int run(const Options& o, const Launched& l) {
 
 int main(int argc, char** argv) {
   gw::psapp::Options o;
-  CLI::App app{"gw-ps-perf: parameter-server push+pull throughput against size, beside the ring "
-               "allreduce on the same transport and ranks.\n"
-               "  local:    gw-ps-perf --ranks N --servers K [options]\n"
-               "  launched: GW_RANK/... (or torchrun, Open MPI, Slurm variables)",
-               "gw-ps-perf"};
+  CLI::App app{
+      "gw-ps-perf: parameter-server push+pull throughput against size, beside the ring "
+      "allreduce on the same transport and ranks.\n"
+      "  local:    gw-ps-perf --ranks N --servers K [options]\n"
+      "  launched: GW_RANK/... (or torchrun, Open MPI, Slurm variables)",
+      "gw-ps-perf"};
   app.add_option("--ranks", o.ranks, "start this many local processes (servers + workers)")
       ->check(CLI::Range(2, 64));
   app.add_option("--servers", o.servers, "server ranks")->capture_default_str();
@@ -209,5 +211,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   return gw::psapp::start("gw-ps-perf", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
-                           [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
+                          [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
 }

@@ -36,9 +36,9 @@ struct Options {
 
 struct RunResult {
   Series series;
-  double wall_s = 0;       // until the last worker finished
-  int64_t max_stale = 0;   // largest staleness any server served
-  uint64_t deferred = 0;   // pulls that had to wait
+  double wall_s = 0;      // until the last worker finished
+  int64_t max_stale = 0;  // largest staleness any server served
+  uint64_t deferred = 0;  // pulls that had to wait
 };
 
 std::string label_of(const std::string& mode, int staleness, int straggler_ms) {
@@ -49,8 +49,8 @@ std::string label_of(const std::string& mode, int staleness, int straggler_ms) {
 
 Status run_server(Group& g, const Options& o, const PsOptions& po, const Model& m,
                   const std::string& prefix) {
-  GW_ASSIGN_OR_RETURN(auto s, PsServer::create(g, m.keys(), po,
-                                               make_sgd_updater(o.lr, o.momentum), m.init()));
+  GW_ASSIGN_OR_RETURN(
+      auto s, PsServer::create(g, m.keys(), po, make_sgd_updater(o.lr, o.momentum), m.init()));
   GW_RETURN_IF_ERROR(s->serve(Millis(o.timeout_ms)));
   const auto& st = s->stats();
   return g.store().set(prefix + "/stats/" + std::to_string(g.rank()),
@@ -68,9 +68,8 @@ Status straggle(PsWorker& w, Nanos delay) {
   return Status();
 }
 
-Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& m,
-                  const Data& data, const Data& eval, int straggler_ms, const std::string& prefix,
-                  RunResult* out) {
+Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& m, const Data& data,
+                  const Data& eval, int straggler_ms, const std::string& prefix, RunResult* out) {
   GW_ASSIGN_OR_RETURN(auto w, PsWorker::create(g, m.keys(), po));
   const auto& keys = m.keys();
   const int idx = w->worker_index(), nw = w->workers();
@@ -148,14 +147,14 @@ Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& 
 }
 
 void print_table(const Options& o, int workers, const std::vector<RunResult>& runs) {
-  std::printf("\n# gw-ps-train: %s, %d server(s), %d worker(s), %s, %zu samples x %d dims, "
-              "batch %d/worker, %d iterations, sgd lr %.3g momentum %.3g\n",
-              o.transport.c_str(), o.servers, workers,
-              o.hidden ? ("mlp(hidden " + std::to_string(o.hidden) + ")").c_str()
-                       : "logistic regression",
-              o.samples, o.dim, o.batch, o.iters, o.lr, o.momentum);
-  std::printf("%-26s %9s %10s %8s %16s %12s %10s %9s\n", "run", "wall_s", "final_loss",
-              "acc", "t_to_target_s", "it_to_target", "max_stale", "deferred");
+  std::printf(
+      "\n# gw-ps-train: %s, %d server(s), %d worker(s), %s, %zu samples x %d dims, "
+      "batch %d/worker, %d iterations, sgd lr %.3g momentum %.3g\n",
+      o.transport.c_str(), o.servers, workers,
+      o.hidden ? ("mlp(hidden " + std::to_string(o.hidden) + ")").c_str() : "logistic regression",
+      o.samples, o.dim, o.batch, o.iters, o.lr, o.momentum);
+  std::printf("%-26s %9s %10s %8s %16s %12s %10s %9s\n", "run", "wall_s", "final_loss", "acc",
+              "t_to_target_s", "it_to_target", "max_stale", "deferred");
   for (const auto& r : runs) {
     const Point& last = r.series.pts.back();
     std::string tt = "-", it = "-";
@@ -170,18 +169,19 @@ void print_table(const Options& o, int workers, const std::vector<RunResult>& ru
                 r.wall_s, last.loss, last.acc, tt.c_str(), it.c_str(),
                 static_cast<long long>(r.max_stale), static_cast<unsigned long long>(r.deferred));
   }
-  std::printf("(target loss %.3g; loss/accuracy of worker 0's pulled model on 2048 held-out "
-              "samples, its evaluation time left out of t_to_target; wall_s until the last "
-              "worker finished)\n",
-              o.target);
+  std::printf(
+      "(target loss %.3g; loss/accuracy of worker 0's pulled model on 2048 held-out "
+      "samples, its evaluation time left out of t_to_target; wall_s until the last "
+      "worker finished)\n",
+      o.target);
 }
 
 int run(const Options& o, const Launched& l) {
   const int workers = l.size - o.servers;
   if (workers < 1) {
-    return fail(kApp, Status(Code::kInvalidArgument,
-                             std::to_string(l.size) + " ranks leave no worker beside " +
-                                 std::to_string(o.servers) + " server(s)"));
+    return fail(kApp, Status(Code::kInvalidArgument, std::to_string(l.size) +
+                                                         " ranks leave no worker beside " +
+                                                         std::to_string(o.servers) + " server(s)"));
   }
   const Data data = make_blobs(o.samples, o.dim, o.seed);
   const Data eval = make_blobs(2048, o.dim, o.seed + 1000);  // held out
@@ -217,9 +217,8 @@ int run(const Options& o, const Launched& l) {
   print_table(o, workers, results);
   std::vector<Series> series;
   for (auto& r : results) series.push_back(r.series);
-  std::string title = std::string("gw-ps-train: ") +
-                      (o.hidden ? "MLP" : "logistic regression") + ", " +
-                      std::to_string(o.servers) + " server(s), " + std::to_string(workers) +
+  std::string title = std::string("gw-ps-train: ") + (o.hidden ? "MLP" : "logistic regression") +
+                      ", " + std::to_string(o.servers) + " server(s), " + std::to_string(workers) +
                       " workers over " + o.transport;
   Status st = write_csv(o.csv, series);
   if (st.ok()) st = write_svg(o.svg, series, title);
@@ -234,12 +233,13 @@ int run(const Options& o, const Launched& l) {
 int main(int argc, char** argv) {
   using gw::psapp::Options;
   Options o;
-  CLI::App app{"gw-ps-train: logistic regression or a 2-layer MLP trained on the gradwire "
-               "parameter server under BSP, ASP and SSP.\n"
-               "  local:    gw-ps-train --ranks N --servers K [options]\n"
-               "  launched: GW_RANK/GW_WORLD_SIZE/GW_MASTER_ADDR/GW_MASTER_PORT (or torchrun, "
-               "Open MPI, Slurm variables); ranks 0..K-1 serve",
-               "gw-ps-train"};
+  CLI::App app{
+      "gw-ps-train: logistic regression or a 2-layer MLP trained on the gradwire "
+      "parameter server under BSP, ASP and SSP.\n"
+      "  local:    gw-ps-train --ranks N --servers K [options]\n"
+      "  launched: GW_RANK/GW_WORLD_SIZE/GW_MASTER_ADDR/GW_MASTER_PORT (or torchrun, "
+      "Open MPI, Slurm variables); ranks 0..K-1 serve",
+      "gw-ps-train"};
   app.add_option("--ranks", o.ranks, "start this many local processes (servers + workers)")
       ->check(CLI::Range(2, 64));
   app.add_option("--servers", o.servers, "server ranks (0..K-1)")->capture_default_str();
@@ -279,5 +279,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   return gw::psapp::start("gw-ps-train", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
-                           [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
+                          [&](const gw::psapp::Launched& l) { return gw::psapp::run(o, l); });
 }

@@ -82,8 +82,7 @@ double bce(float p, float y) {
 }  // namespace
 
 double Model::gradient(const std::vector<std::vector<float>>& params, const Data& d,
-                       std::span<const size_t> rows,
-                       std::vector<std::vector<float>>& grads) const {
+                       std::span<const size_t> rows, std::vector<std::vector<float>>& grads) const {
   grads.resize(keys_.size());
   for (size_t k = 0; k < keys_.size(); ++k) grads[k].assign(keys_[k].count, 0.0f);
   std::vector<float> h(static_cast<size_t>(hidden_));

@@ -109,8 +109,8 @@ Status write_svg(const std::string& path, const std::vector<Series>& runs,
     const double ly = t + 14 + 20.0 * static_cast<double>(i);
     f << "<line x1=\"" << W - r + 12 << "\" y1=\"" << ly << "\" x2=\"" << W - r + 42 << "\" y2=\""
       << ly << "\" stroke=\"" << c << "\" stroke-width=\"2\""
-      << (dashed ? " stroke-dasharray=\"6,3\"" : "") << "/><text x=\"" << W - r + 48
-      << "\" y=\"" << ly + 4 << "\">" << escape(runs[i].label) << "</text>\n";
+      << (dashed ? " stroke-dasharray=\"6,3\"" : "") << "/><text x=\"" << W - r + 48 << "\" y=\""
+      << ly + 4 << "\">" << escape(runs[i].label) << "</text>\n";
   }
   f << "</svg>\n";
   return f ? Status() : Status(Code::kSystemError, "writing " + path + " failed", errno);

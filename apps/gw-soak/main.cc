@@ -113,8 +113,8 @@ class Runner {
         const auto tag = static_cast<uint32_t>(index & 0x7fffffff);
         fill(a_.data(), op.count, r_, 0);
         size_t got = 0;
-        GW_ASSIGN_OR_RETURN(auto rh, c_.recv_async(b_.data(), op.count * es, from, tag, nullptr,
-                                                   &got));
+        GW_ASSIGN_OR_RETURN(auto rh,
+                            c_.recv_async(b_.data(), op.count * es, from, tag, nullptr, &got));
         GW_ASSIGN_OR_RETURN(auto sh, c_.send_async(a_.data(), op.count * es, to, tag));
         GW_RETURN_IF_ERROR(c_.wait(rh, Millis(o_.timeout_ms)));
         GW_RETURN_IF_ERROR(c_.wait(sh, Millis(o_.timeout_ms)));
@@ -161,9 +161,8 @@ class Runner {
 
   void mark_element(size_t i, double got, double want, int src = -1) {
     char b[160];
-    std::snprintf(b, sizeof b, "element %zu%s%s: got %g, want %g", i,
-                  src >= 0 ? " from rank " : "", src >= 0 ? std::to_string(src).c_str() : "",
-                  got, want);
+    std::snprintf(b, sizeof b, "element %zu%s%s: got %g, want %g", i, src >= 0 ? " from rank " : "",
+                  src >= 0 ? std::to_string(src).c_str() : "", got, want);
     mark(b);
   }
 
@@ -199,9 +198,8 @@ int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
       return fail(l, "op " + std::to_string(i) + " (" + describe(op) + ")", st);
     }
     if (w.any) {
-      std::fprintf(stderr, "gw-soak: rank %d: WRONG RESULT: op %d (%s, seed %llu): %s\n", l.rank,
-                   i, describe(op).c_str(), static_cast<unsigned long long>(o.seed),
-                   w.what.c_str());
+      std::fprintf(stderr, "gw-soak: rank %d: WRONG RESULT: op %d (%s, seed %llu): %s\n", l.rank, i,
+                   describe(op).c_str(), static_cast<unsigned long long>(o.seed), w.what.c_str());
       return 3;
     }
   }
@@ -237,7 +235,8 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
     for (int t = 0; t < o.ps_rounds && st.ok(); ++t) {
       for (const KeySpec& k : keys) {
         std::vector<float> grad(k.count), par(k.count, -1000.0f);
-        for (size_t i = 0; i < k.count; ++i) grad[i] = grad_value((*w)->worker_index(), t, k.key, i);
+        for (size_t i = 0; i < k.count; ++i)
+          grad[i] = grad_value((*w)->worker_index(), t, k.key, i);
         auto h = (*w)->push(k.key, grad);
         st = h.ok() ? (*w)->wait(*h, tmo) : h.status();
         if (st.ok()) {
@@ -249,9 +248,10 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
           float want = 0;
           for (int q = 0; q < workers; ++q) want += grad_value(q, t, k.key, i);
           if (par[i] != want) {
-            std::fprintf(stderr, "gw-soak: rank %d: WRONG RESULT: PS round %d key %llu element "
-                         "%zu: got %g, want %g\n", l.rank, t,
-                         static_cast<unsigned long long>(k.key), i, par[i], want);
+            std::fprintf(stderr,
+                         "gw-soak: rank %d: WRONG RESULT: PS round %d key %llu element "
+                         "%zu: got %g, want %g\n",
+                         l.rank, t, static_cast<unsigned long long>(k.key), i, par[i], want);
             return 3;
           }
         }
@@ -283,9 +283,10 @@ int run(const Options& o, const Launched& l) {
 
 int main(int argc, char** argv) {
   gw::soak::Options o;
-  CLI::App app{"gw-soak: random collectives and PS rounds, every result checked.\n"
-               "  local:    gw-soak --ranks N [options]   launched: GW_RANK/... variables",
-               "gw-soak"};
+  CLI::App app{
+      "gw-soak: random collectives and PS rounds, every result checked.\n"
+      "  local:    gw-soak --ranks N [options]   launched: GW_RANK/... variables",
+      "gw-soak"};
   app.add_option("--ranks", o.ranks, "start this many local processes")->check(CLI::Range(2, 64));
   app.add_flag("--threads", o.threads, "with --ranks: ranks as threads (dpdk:ring=NAME)");
   app.add_option("-t,--transport", o.transport, "transport spec")->capture_default_str();

@@ -63,7 +63,7 @@ Op make_op(uint64_t seed, uint64_t i, int ranks, size_t max_count) {
 
 std::string describe(const Op& o) {
   static const char* kKinds[] = {"allreduce", "allreduce-bucket", "reduce_scatter", "allgather",
-                                 "broadcast", "barrier", "send/recv"};
+                                 "broadcast", "barrier",          "send/recv"};
   return std::string(kKinds[static_cast<int>(o.kind)]) + " " + dtype_name(o.dt) + " " +
          op_name(o.op) + " count " + std::to_string(o.count) + " algo " + algo_name(o.algo) +
          " root/shift " + std::to_string(o.root) + (o.in_place ? " in place" : "");
@@ -82,8 +82,14 @@ int64_t input(const Op& o, int rank, size_t i) {
 
 void store(DataType dt, double v, void* p) {
   switch (dt) {
-    case DataType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    case DataType::kFloat64: std::memcpy(p, &v, 8); break;
+    case DataType::kFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(p, &v, 8);
+      break;
     case DataType::kFloat16: {
       _Float16 h = static_cast<_Float16>(v);
       std::memcpy(p, &h, 2);
@@ -94,21 +100,56 @@ void store(DataType dt, double v, void* p) {
       std::memcpy(p, &h, 2);
       break;
     }
-    case DataType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case DataType::kInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case DataType::kUInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+    case DataType::kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DataType::kUInt8:
+      *static_cast<uint8_t*>(p) = static_cast<uint8_t>(static_cast<int64_t>(v));
+      break;
   }
 }
 
 double load(DataType dt, const void* p) {
   switch (dt) {
-    case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DataType::kFloat64: { double d; std::memcpy(&d, p, 8); return d; }
-    case DataType::kFloat16: { _Float16 h; std::memcpy(&h, p, 2); return static_cast<double>(h); }
-    case DataType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return from_bf16(h); }
-    case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case DataType::kUInt8: return *static_cast<const uint8_t*>(p);
+    case DataType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DataType::kFloat16: {
+      _Float16 h;
+      std::memcpy(&h, p, 2);
+      return static_cast<double>(h);
+    }
+    case DataType::kBFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return from_bf16(h);
+    }
+    case DataType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case DataType::kUInt8:
+      return *static_cast<const uint8_t*>(p);
   }
   return 0;
 }
@@ -119,10 +160,18 @@ double reduced(const Op& o, int ranks, size_t i) {
     const int64_t v = input(o, r, i);
     switch (o.op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
     }
   }
   if (o.dt == DataType::kUInt8) acc &= 0xFF;  // uint8 wraps (sum of <= 64 ranks of 0..3 never)

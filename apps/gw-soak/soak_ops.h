@@ -13,8 +13,15 @@
 
 namespace gw::soak {
 
-enum class Kind : uint8_t { kAllreduce, kBucket, kReduceScatter, kAllgather, kBroadcast,
-                            kBarrier, kSendRecv };
+enum class Kind : uint8_t {
+  kAllreduce,
+  kBucket,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kBarrier,
+  kSendRecv
+};
 
 /// One collective of the schedule (the same on every rank).
 struct Op {
@@ -22,8 +29,8 @@ struct Op {
   DataType dt = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   Algo algo = Algo::kAuto;
-  size_t count = 1;   ///< elements (per rank block for reduce-scatter / allgather)
-  int root = 0;       ///< broadcast root; send/recv shift
+  size_t count = 1;  ///< elements (per rank block for reduce-scatter / allgather)
+  int root = 0;      ///< broadcast root; send/recv shift
   bool in_place = false;
   uint64_t salt = 0;  ///< varies the inputs per operation
 };

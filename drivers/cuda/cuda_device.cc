@@ -31,7 +31,9 @@ class CudaDeviceOps final : public DeviceOps {
     (void)cudaStreamDestroy(static_cast<cudaStream_t>(s));
   }
   Result<DeviceEvent> create_event() override;
-  void destroy_event(DeviceEvent e) override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+  void destroy_event(DeviceEvent e) override {
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  }
   Status copy_async(void* dst, const void* src, size_t n, DeviceStream s) override;
   Status record(DeviceEvent e, DeviceStream s) override;
   Result<bool> query(DeviceEvent e) override;
@@ -49,7 +51,7 @@ Status CudaDeviceOps::available() {
   std::call_once(once_, [this] {
     // No NVIDIA device node (Linux) nor WSL's /dev/dxg: no GPU, and no reason to start the
     // CUDA runtime (which would look for libcuda) in every process that only uses host memory.
-    struct stat st{};
+    struct stat st {};
     if (::stat("/dev/nvidiactl", &st) != 0 && ::stat("/dev/dxg", &st) != 0) {
       avail_ = Status(Code::kNotSupported,
                       "cuda: no usable GPU: no /dev/nvidiactl (run on a machine with an NVIDIA "
@@ -60,11 +62,11 @@ Status CudaDeviceOps::available() {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
       (void)cudaGetLastError();
-      avail_ = Status(Code::kNotSupported,
-                      std::string("cuda: no usable GPU: cudaGetDeviceCount: ") +
-                          (e == cudaSuccess ? "0 devices" : cuda_error_text(e)) +
-                          " (run on a machine with an NVIDIA GPU and its driver; "
-                          "`nvidia-smi` must list the GPU)");
+      avail_ =
+          Status(Code::kNotSupported, std::string("cuda: no usable GPU: cudaGetDeviceCount: ") +
+                                          (e == cudaSuccess ? "0 devices" : cuda_error_text(e)) +
+                                          " (run on a machine with an NVIDIA GPU and its driver; "
+                                          "`nvidia-smi` must list the GPU)");
       log::get("gw.drv.cuda")->debug("{}", avail_.to_string());
       return;
     }
@@ -92,8 +94,8 @@ std::string CudaDeviceOps::describe() {
 Result<void*> CudaDeviceOps::alloc_device(size_t bytes) {
   GW_RETURN_IF_ERROR(available());
   void* p = nullptr;
-  GW_RETURN_IF_ERROR(check(cudaMalloc(&p, bytes ? bytes : 1),
-                           "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
+  GW_RETURN_IF_ERROR(
+      check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
   return p;
 }
 
@@ -126,8 +128,8 @@ MemKind CudaDeviceOps::pointer_kind(const void* p) {
 Result<DeviceStream> CudaDeviceOps::create_stream() {
   GW_RETURN_IF_ERROR(available());
   cudaStream_t s = nullptr;
-  GW_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                           "cudaStreamCreateWithFlags"));
+  GW_RETURN_IF_ERROR(
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
   return static_cast<DeviceStream>(s);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 

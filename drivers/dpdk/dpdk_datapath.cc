@@ -1,6 +1,7 @@
 // DpdkEndpoint hot path, send side: segmentation and batching, (re)transmission, acks and
 // selective acks, the window, timers. No allocation, no logging above trace.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include <rte_mbuf.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // EAL initialisation from configuration, once per process; the in-process ring bus.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_eal.h"
 
 #include <rte_eal.h>
@@ -76,8 +77,9 @@ Status eal_init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(auto args, eal_args(cfg));
   if (g_done) {
     if (args != g_args && g_status.ok())
-      lg->warn("dpdk: the EAL is already initialised in this process; EAL keys of this "
-               "transport are ignored");
+      lg->warn(
+          "dpdk: the EAL is already initialised in this process; EAL keys of this "
+          "transport are ignored");
     return g_status;
   }
   g_done = true;
@@ -117,14 +119,14 @@ Result<RingSlot> ring_bus_join(const std::string& bus, int mbufs, int mtu) {
   // many of them).
   static std::map<uint32_t, rte_mempool*> pools;
   const bool jumbo = mtu > RTE_ETHER_MTU;
-  const uint32_t room = jumbo ? RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN +
-                                   static_cast<uint32_t>(mtu)
-                              : RTE_MBUF_DEFAULT_BUF_SIZE;
+  const uint32_t room = jumbo
+                            ? RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + static_cast<uint32_t>(mtu)
+                            : RTE_MBUF_DEFAULT_BUF_SIZE;
   const unsigned count = static_cast<unsigned>(mbufs) * (jumbo ? 1 : 4);
   rte_mempool*& pool = pools[room];
   if (!pool) {
-    pool = rte_pktmbuf_pool_create_by_ops(("gwb_pool" + std::to_string(room)).c_str(), count,
-                                          256, 0, static_cast<uint16_t>(room), 0, "ring_mt_rts");
+    pool = rte_pktmbuf_pool_create_by_ops(("gwb_pool" + std::to_string(room)).c_str(), count, 256,
+                                          0, static_cast<uint16_t>(room), 0, "ring_mt_rts");
     if (!pool) {
       return Status(Code::kResourceExhausted,
                     "dpdk: mempool of " + std::to_string(count) + " mbufs of " +

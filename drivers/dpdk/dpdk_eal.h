@@ -31,7 +31,7 @@ Result<std::vector<std::string>> eal_args(const Config& cfg);
 struct RingSlot {
   int index = -1;
   rte_ring* rx = nullptr;
-  std::vector<rte_ring*> tx;  ///< kRingBusMax rings, one per possible peer
+  std::vector<rte_ring*> tx;    ///< kRingBusMax rings, one per possible peer
   rte_mempool* pool = nullptr;  ///< the bus's mbufs (process lifetime)
 };
 

@@ -1,5 +1,6 @@
 // DpdkEndpoint: set-up, handshake, teardown and posting of requests.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_endpoint.h"
 
 #include <rte_ip.h>

@@ -195,7 +195,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   // of only win_ the sender then stalls and the receiver idles once per loss.
   static constexpr uint32_t kRecvWindows = 2;
   uint32_t win_ = 0, rwin_ = 0, mask_ = 0;
-  uint32_t sacked_ = 0;  // packets in [snd_una_, snd_nxt_) selectively acknowledged
+  uint32_t sacked_ = 0;       // packets in [snd_una_, snd_nxt_) selectively acknowledged
   uint32_t high_sacked_ = 0;  // the highest packet selectively acknowledged so far
   std::vector<TxPkt> inflight_;
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
@@ -206,7 +206,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   std::vector<RxSlot> rx_;
   std::vector<uint64_t> rx_bits_;  // bit seq & mask_: rx_[seq & mask_].present (for the sack)
   uint32_t rcv_nxt_ = 0, next_match_ = 0;
-  uint32_t rx_high_ = 0;  // one past the highest packet number accepted
+  uint32_t rx_high_ = 0;      // one past the highest packet number accepted
   std::vector<int> msg_map_;  // msg_id & mask_ -> InMsg of a matched, incomplete message
   // Device-memory staging: made on the first device request.
   std::unique_ptr<StagingPool> tx_pool_;

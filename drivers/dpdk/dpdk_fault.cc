@@ -1,5 +1,6 @@
 // Fault injection: drop, duplicate, reorder, corrupt.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_fault.h"
 
 #include <rte_mbuf.h>

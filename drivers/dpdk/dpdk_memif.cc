@@ -41,8 +41,8 @@ void prefault_memif_regions() {
     unsigned long lo = 0, hi = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || hi <= lo) continue;
     if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) != 0) {
-      log::get("gw.drv.dpdk")->debug("dpdk: prefaulting memif region {:#x}+{}: {}", lo, hi - lo,
-                                     std::strerror(errno));
+      log::get("gw.drv.dpdk")
+          ->debug("dpdk: prefaulting memif region {:#x}+{}: {}", lo, hi - lo, std::strerror(errno));
     }
   }
 }

@@ -1,8 +1,9 @@
 // DpdkTransport memory: registration (regions made known to the EAL, DMA-mapped where the
 // port has an IOMMU mapping); memif's shared regions mapped in before the first traffic.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
-#include <rte_ethdev.h>
+
 #include <rte_errno.h>
+#include <rte_ethdev.h>
 #include <rte_memory.h>
 #include <unistd.h>
 
@@ -69,8 +70,8 @@ Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, M
         mapped = rte_dev_dma_map(info.device, base, lo, hi - lo) == 0;
       h = std::make_unique<DpdkMr>(base, hi - lo, port_->id(), mapped);
     } else {
-      log_->debug("dpdk: rte_extmem_register({}, {} B): {}; using the region unregistered",
-                  base, hi - lo, rte_strerror(rte_errno));
+      log_->debug("dpdk: rte_extmem_register({}, {} B): {}; using the region unregistered", base,
+                  hi - lo, rte_strerror(rte_errno));
     }
   }
   return MemoryRegion(addr, length, kind, 0, std::move(h));
@@ -86,8 +87,7 @@ void DpdkTransport::prefault_shared(const Deadline& deadline) {
   prefaulted_ = true;
   const uint64_t t0 = now_ns();
   prefault_memif_regions();
-  log_->debug("dpdk: memif regions of {} mapped in {} us", port_->name(),
-              (now_ns() - t0) / 1000);
+  log_->debug("dpdk: memif regions of {} mapped in {} us", port_->name(), (now_ns() - t0) / 1000);
 }
 
 }  // namespace gw::drv::dpdk

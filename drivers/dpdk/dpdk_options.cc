@@ -1,5 +1,6 @@
 // The dpdk driver's registration with its configuration keys, and read_options.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_options.h"
 
 #include <arpa/inet.h>
@@ -20,9 +21,7 @@ int launcher_rank() {
   return 0;
 }
 
-Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) {
-  return DpdkTransport::open(cfg);
-}
+Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) { return DpdkTransport::open(cfg); }
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Port and mempool set-up and teardown.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_port.h"
 
 #include <rte_bus_vdev.h>
@@ -22,8 +23,8 @@ std::atomic<int> g_serial{0};
 constexpr int kMaxJumbo = 9000;  // larger frames buy nothing and need huge mbufs
 
 Status eth_error(const std::string& what, const std::string& port, int rc) {
-  return Status(Code::kSystemError, "dpdk: " + what + " on port " + port + " failed: " +
-                                        rte_strerror(-rc));
+  return Status(Code::kSystemError,
+                "dpdk: " + what + " on port " + port + " failed: " + rte_strerror(-rc));
 }
 
 }  // namespace
@@ -55,8 +56,8 @@ Status Port::setup(const PortOptions& o) {
     int port = rte_eth_from_rings(name_.c_str(), &ring_.rx, 1, ring_.tx.data(),
                                   static_cast<unsigned>(ntx_), 0);
     if (port < 0) {
-      return Status(Code::kUnavailable, "dpdk: rte_eth_from_rings(" + name_ + ") failed: " +
-                                            rte_strerror(rte_errno));
+      return Status(Code::kUnavailable,
+                    "dpdk: rte_eth_from_rings(" + name_ + ") failed: " + rte_strerror(rte_errno));
     }
     id_ = static_cast<uint16_t>(port);
     own_vdev_ = true;
@@ -112,8 +113,11 @@ Status Port::setup(const PortOptions& o) {
   const int wire_mtu = memif && mtu > RTE_ETHER_MTU ? mtu : 0;
   if (wire_mtu) mtu = 0;
   if (mtu > static_cast<int>(info.max_mtu)) {
-    log::get("gw.drv.dpdk")->warn("dpdk: port {} ({}) takes an MTU of at most {}, not {}; "
-                                  "using {}", name_, driver_, info.max_mtu, mtu, info.max_mtu);
+    log::get("gw.drv.dpdk")
+        ->warn(
+            "dpdk: port {} ({}) takes an MTU of at most {}, not {}; "
+            "using {}",
+            name_, driver_, info.max_mtu, mtu, info.max_mtu);
     mtu = info.max_mtu;
   }
   if (mtu > 0) {
@@ -127,8 +131,8 @@ Status Port::setup(const PortOptions& o) {
   if (mtu > 0) {
     int rc = rte_eth_dev_set_mtu(id_, static_cast<uint16_t>(mtu));
     if (rc != 0 && rc != -ENOTSUP) {  // ring ports: the MTU of rte_eth_dev_configure stands
-      log::get("gw.drv.dpdk")->warn("dpdk: port {} refused MTU {}: {}; using its own",
-                                    name_, mtu, rte_strerror(-rc));
+      log::get("gw.drv.dpdk")
+          ->warn("dpdk: port {} refused MTU {}: {}; using its own", name_, mtu, rte_strerror(-rc));
     }
   }
   if (rte_eth_dev_get_mtu(id_, &mtu_) != 0) mtu_ = 1500;
@@ -170,8 +174,8 @@ Status Port::setup(const PortOptions& o) {
   uint16_t rxd = static_cast<uint16_t>(o.rx_desc), txd = static_cast<uint16_t>(o.tx_desc);
   rte_eth_dev_adjust_nb_rx_tx_desc(id_, &rxd, &txd);
   const int socket = std::max(0, rte_eth_dev_socket_id(id_));
-  if (int rc = rte_eth_rx_queue_setup(id_, 0, rxd, static_cast<unsigned>(socket), nullptr,
-                                      rx_pool_);
+  if (int rc =
+          rte_eth_rx_queue_setup(id_, 0, rxd, static_cast<unsigned>(socket), nullptr, rx_pool_);
       rc != 0)
     return eth_error("rte_eth_rx_queue_setup", name_, rc);
   for (int q = 0; q < ntx_; ++q) {

@@ -1,6 +1,7 @@
 // DpdkEndpoint hot path, receive side: in-place reassembly, batches, message matching in send
 // order, unexpected messages. No allocation except the bounded buffers of unexpected messages.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include <rte_mbuf.h>
 
 #include <cstring>
@@ -140,11 +141,11 @@ void DpdkEndpoint::advance() {
       int mi = lookup_msg(s.h.msg_id);
       if (mi < 0) {
         if (s.h.msg_id != next_match_ || s.h.offset != 0) {
-          fail(Status(Code::kProtocolError,
-                      "dpdk: packet " + std::to_string(s.h.seq) + " from " + peer_name_ +
-                          " belongs to message " + std::to_string(s.h.msg_id) +
-                          " at offset " + std::to_string(s.h.offset) + ", expected message " +
-                          std::to_string(next_match_) + " to start"));
+          fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                                peer_name_ + " belongs to message " +
+                                                std::to_string(s.h.msg_id) + " at offset " +
+                                                std::to_string(s.h.offset) + ", expected message " +
+                                                std::to_string(next_match_) + " to start"));
           return;
         }
         mi = match_new(s.h);

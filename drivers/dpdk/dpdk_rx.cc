@@ -1,6 +1,7 @@
 // Transport hot path: the progress loop, frame checks and demultiplexing on receive, frame
 // building and batched transmission. No allocation, no logging above trace.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
@@ -19,7 +20,7 @@ namespace gw::drv::dpdk {
 namespace {
 constexpr uint16_t kBurst = 32;
 constexpr uint64_t kTimerPeriodNs = 100'000;  // retransmission/heartbeat checks
-constexpr uint64_t kBusyNs = 2'000'000;        // traffic this recent keeps idle_wait polling
+constexpr uint64_t kBusyNs = 2'000'000;       // traffic this recent keeps idle_wait polling
 }  // namespace
 
 Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
@@ -116,10 +117,12 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   const auto* eth = reinterpret_cast<const rte_ether_hdr*>(f);
   if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) return drop(counters_.not_for_us);
-  if (!rte_is_same_ether_addr(&eth->dst_addr, &mac_) && !rte_is_broadcast_ether_addr(&eth->dst_addr))
+  if (!rte_is_same_ether_addr(&eth->dst_addr, &mac_) &&
+      !rte_is_broadcast_ether_addr(&eth->dst_addr))
     return drop(counters_.not_for_us);
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
-  if (ip->version_ihl != 0x45 || ip->next_proto_id != IPPROTO_UDP) return drop(counters_.not_for_us);
+  if (ip->version_ihl != 0x45 || ip->next_proto_id != IPPROTO_UDP)
+    return drop(counters_.not_for_us);
   if (ip->dst_addr != opts_.ip) return drop(counters_.not_for_us);
   const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f + kEthLen + kIpLen);
   if (udp->dst_port != opts_.udp_port) return drop(counters_.not_for_us);
@@ -131,7 +134,8 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
     return drop(counters_.bad_frames);
   if (rte_ipv4_cksum(ip) != 0) return drop(counters_.bad_checksum);
   // Ethernet padding of short frames is not part of the datagram.
-  if (m->pkt_len > ip_len + kEthLen) rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - ip_len - kEthLen));
+  if (m->pkt_len > ip_len + kEthLen)
+    rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - ip_len - kEthLen));
   if (udp->dgram_cksum != 0 && !udp_cksum_ok(m, ip, kEthLen + kIpLen))
     return drop(counters_.bad_checksum);
   WireHdr h;

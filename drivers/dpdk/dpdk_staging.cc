@@ -8,6 +8,7 @@
 // copy has. Host memory never takes these paths: one predictable branch per send, packet and
 // ack (SendSlot::dev, rx_dev(), an empty window ring).
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include <rte_mbuf.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // DpdkTransport: port set-up, connection set-up, registration, stats (its keys and their
 // reading: dpdk_options.cc).
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
+
 #include "dpdk_transport.h"
 
 #include <arpa/inet.h>
@@ -25,13 +26,11 @@
 
 namespace gw::drv::dpdk {
 
-
 Result<std::unique_ptr<Transport>> DpdkTransport::open(const Config& cfg) {
   std::unique_ptr<DpdkTransport> t(new DpdkTransport());
   GW_RETURN_IF_ERROR(t->init(cfg));
   return std::unique_ptr<Transport>(std::move(t));
 }
-
 
 Status DpdkTransport::init(const Config& cfg) {
   log_ = log::get("gw.drv.dpdk");
@@ -70,7 +69,10 @@ Status DpdkTransport::init(const Config& cfg) {
   mac_ = port_->mac();
   if (port_->is_ring() || rte_is_zero_ether_addr(&mac_)) {
     // Ring ports have no MAC of their own: make a locally administered one per slot.
-    const uint8_t m[6] = {0x02, 0x47, 0x57, static_cast<uint8_t>(::getpid() >> 8),
+    const uint8_t m[6] = {0x02,
+                          0x47,
+                          0x57,
+                          static_cast<uint8_t>(::getpid() >> 8),
                           static_cast<uint8_t>(::getpid()),
                           static_cast<uint8_t>(port_->ring_index() + 1)};
     std::memcpy(mac_.addr_bytes, m, 6);
@@ -88,7 +90,8 @@ Status DpdkTransport::init(const Config& cfg) {
   const uint32_t mtu = port_->mtu();
   if (mtu < 576) {
     return Status(Code::kUnavailable, "dpdk: port " + port_->name() + " has MTU " +
-                                          std::to_string(mtu) + ", below the 576 bytes a frame "
+                                          std::to_string(mtu) +
+                                          ", below the 576 bytes a frame "
                                           "needs; set dpdk.mtu (e.g. 1500) or the device's MTU");
   }
   opts_.seg_payload = mtu - static_cast<uint32_t>(kIpLen + kUdpLen + sizeof(WireHdr));
@@ -99,8 +102,10 @@ Status DpdkTransport::init(const Config& cfg) {
                                    rte_eal_iova_mode() == RTE_IOVA_VA);
   if (zc == "on" && !port_->multi_seg_tx()) {
     opts_.zero_copy = false;
-    log_->warn("dpdk: zero copy asked for, but port {} ({}) does not take chained mbufs; "
-               "payload is copied into mbufs", port_->name(), port_->driver());
+    log_->warn(
+        "dpdk: zero copy asked for, but port {} ({}) does not take chained mbufs; "
+        "payload is copied into mbufs",
+        port_->name(), port_->driver());
   }
 
   const FaultProbs& rx = ch.rx;
@@ -108,17 +113,19 @@ Status DpdkTransport::init(const Config& cfg) {
   // memif is shared memory between two processes of one host: like loopback TCP, which
   // checks no checksum either, it cannot corrupt a frame, and a checksum on each side was a
   // whole extra pass over every payload byte. Injected corruption needs it (on both sides).
-  opts_.checksum = cks == "on" || (cks == "auto" && (port_->driver() != "net_memif" ||
-                                                     rx.corrupt > 0 || tx.corrupt > 0));
+  opts_.checksum =
+      cks == "on" ||
+      (cks == "auto" && (port_->driver() != "net_memif" || rx.corrupt > 0 || tx.corrupt > 0));
   const uint64_t seed = ch.fault_seed;
   rx_fault_.init(rx, seed * 2 + 1 + port_->id());
   tx_fault_.resize(static_cast<size_t>(port_->tx_queues()));
   for (size_t q = 0; q < tx_fault_.size(); ++q)
     tx_fault_[q].init(tx, seed * 2 + 1001 + port_->id() + 7919 * q);
   if (rx.any() || tx.any()) {
-    log_->info("dpdk: fault injection on: rx drop {} dup {} reorder {} corrupt {}; tx drop {} "
-               "dup {} reorder {} corrupt {}", rx.drop, rx.dup, rx.reorder, rx.corrupt,
-               tx.drop, tx.dup, tx.reorder, tx.corrupt);
+    log_->info(
+        "dpdk: fault injection on: rx drop {} dup {} reorder {} corrupt {}; tx drop {} "
+        "dup {} reorder {} corrupt {}",
+        rx.drop, rx.dup, rx.reorder, rx.corrupt, tx.drop, tx.dup, tx.reorder, tx.corrupt);
   }
 
   AddrPayload mine;
@@ -153,19 +160,20 @@ Status DpdkTransport::init(const Config& cfg) {
   txq_.resize(static_cast<size_t>(port_->tx_queues()));
   for (auto& q : txq_) q.reserve(64);
   tx_faulted_.resize(2 * 64 + 2);
-  log_->info("dpdk: port {} ({}) MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} IP {} UDP {}; "
-             "MTU {} ({} payload bytes per packet); window {} packets; checksums {}; "
-             "zero copy {}{}",
-             port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1],
-             mac_.addr_bytes[2], mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip,
-             ntohs(opts_.udp_port), mtu, opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
-             opts_.zero_copy ? "on" : "off",
-             opts_.zero_copy ? ""
-             : port_->is_ring()
-                 ? " (ring ports hand mbufs to a peer in this process, which may read them after "
-                   "the send completed)"
-             : !port_->multi_seg_tx() ? " (the port does not take chained mbufs)"
-                                      : " (dpdk.zero_copy or IOVA mode)");
+  log_->info(
+      "dpdk: port {} ({}) MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} IP {} UDP {}; "
+      "MTU {} ({} payload bytes per packet); window {} packets; checksums {}; "
+      "zero copy {}{}",
+      port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1], mac_.addr_bytes[2],
+      mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip, ntohs(opts_.udp_port), mtu,
+      opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
+      opts_.zero_copy ? "on" : "off",
+      opts_.zero_copy ? ""
+      : port_->is_ring()
+          ? " (ring ports hand mbufs to a peer in this process, which may read them after "
+            "the send completed)"
+      : !port_->multi_seg_tx() ? " (the port does not take chained mbufs)"
+                               : " (dpdk.zero_copy or IOVA mode)");
   return Status();
 }
 
@@ -232,9 +240,9 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
   inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);
   std::string remote = std::string(ipbuf) + ":" + std::to_string(ntohs(peer.port));
   if (free_conns_.empty()) {
-    return Status(Code::kResourceExhausted, "dpdk: all dpdk.max_endpoints = " +
-                                                std::to_string(opts_.max_endpoints) +
-                                                " connections in use; cannot connect to " + who);
+    return Status(Code::kResourceExhausted,
+                  "dpdk: all dpdk.max_endpoints = " + std::to_string(opts_.max_endpoints) +
+                      " connections in use; cannot connect to " + who);
   }
   now_ = now_ns();
   auto make = [&] {

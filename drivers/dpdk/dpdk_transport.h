@@ -47,7 +47,7 @@ struct Options {
   bool checksum = true;
   bool zero_copy = false;
   uint32_t zero_copy_min = 0;
-  uint32_t seg_payload = 0;  ///< payload bytes per packet (from the MTU)
+  uint32_t seg_payload = 0;       ///< payload bytes per packet (from the MTU)
   StagingPool::Options staging;   ///< device memory: send windows (per endpoint)
   uint32_t staging_rx_slots = 0;  ///< device memory: receive slots of one packet (per transport)
 };
@@ -150,7 +150,7 @@ class DpdkTransport final : public Transport {
   friend class DpdkEndpoint;
   // State the endpoints and the data path share (friends: the same driver's classes).
   Ring<RxCopy> rx_copies_;
-  int held_ = 0;  // out-of-order packets held by all endpoints
+  int held_ = 0;                 // out-of-order packets held by all endpoints
   bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   Counters counters_;
   std::shared_ptr<spdlog::logger> log_;

@@ -86,9 +86,9 @@ struct __attribute__((packed)) WireHdr {
   /// Bit i: packet ack + i is held by the receiver (bit 0 never is). Word j of an ack's
   /// payload continues it: bit i is packet ack + 64 (j + 1) + i.
   uint64_t sack;
-  uint32_t msg_id;    ///< message number (kData)
-  uint32_t wnd;       ///< window in packets (the receive buffer holds twice as many)
-  uint64_t tag;       ///< message tag (kData) or connection key (kSyn, kSynAck)
+  uint32_t msg_id;  ///< message number (kData)
+  uint32_t wnd;     ///< window in packets (the receive buffer holds twice as many)
+  uint64_t tag;     ///< message tag (kData) or connection key (kSyn, kSynAck)
   uint64_t msg_len;
   uint64_t offset;
 };

@@ -15,7 +15,7 @@
 
 namespace gw::drv::rdma {
 namespace {
-constexpr uint32_t kOrphans = 1024;    // recent eager/RTS messages the sender remembers
+constexpr uint32_t kOrphans = 1024;  // recent eager/RTS messages the sender remembers
 bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 }  // namespace
 

@@ -59,8 +59,8 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   if (!fd.ok()) return fd.status().with_context("rdma: control connection to " + who);
   Hello mine = ep->local_hello(p.key), theirs;
   Completion none[1];
-  GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "rdma", &mine,
-                                            sizeof mine, who, deadline, [&] {
+  GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "rdma", &mine, sizeof mine,
+                                            who, deadline, [&] {
                                               service_events();
                                               return progress({none, 0}).status();
                                             }));
@@ -75,20 +75,20 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
 }
 
 // Reads the passive side's hello, answering other ranks' hellos meanwhile.
-Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who,
-                                 Deadline deadline) {
+Status RdmaTransport::wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline) {
   size_t got = 0;
   Completion none[1];
   while (got < sizeof *reply) {
-    ssize_t r = ::recv(fd, reinterpret_cast<uint8_t*>(reply) + got, sizeof *reply - got,
-                       MSG_DONTWAIT);
+    ssize_t r =
+        ::recv(fd, reinterpret_cast<uint8_t*>(reply) + got, sizeof *reply - got, MSG_DONTWAIT);
     if (r > 0) {
       got += static_cast<size_t>(r);
       continue;
     }
     if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-      return Status(Code::kUnavailable, "rdma: " + who + " closed the control connection "
-                                        "before answering (it refused the hello; see its log)");
+      return Status(Code::kUnavailable, "rdma: " + who +
+                                            " closed the control connection "
+                                            "before answering (it refused the hello; see its log)");
     }
     if (deadline.expired())
       return Status(Code::kTimeout, "rdma: " + who + " did not answer the hello in time");

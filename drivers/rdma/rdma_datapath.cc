@@ -27,14 +27,15 @@ Status RdmaEndpoint::wc_error(const ibv_wc& wc, const char* what) const {
   const char* hint = "";
   if (wc.status == IBV_WC_RETRY_EXC_ERR) hint = "; is the peer alive?";
   if (recv && (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR)) {
-    hint = "; the peer sent more than a receive buffer holds (different rdma.eager_bytes, or "
-           "not a gradwire peer)";
+    hint =
+        "; the peer sent more than a receive buffer holds (different rdma.eager_bytes, or "
+        "not a gradwire peer)";
   }
   return Status(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR
                     ? Code::kUnavailable
                     : Code::kRemoteError,
-                std::string("rdma: ") + what + (recv ? " from " : " to ") + peer_name_ +
-                    " on " + t_->dev().name + " failed: " + ibv_wc_status_str(wc.status) +
+                std::string("rdma: ") + what + (recv ? " from " : " to ") + peer_name_ + " on " +
+                    t_->dev().name + " failed: " + ibv_wc_status_str(wc.status) +
                     " (vendor error " + std::to_string(wc.vendor_err) + ")" + hint);
 }
 
@@ -63,8 +64,8 @@ void RdmaEndpoint::on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx) {
   if (wc.status != IBV_WC_SUCCESS) {
     if (!failed()) {
       const char* what = kind == WrKind::kMsg || kind == WrKind::kZeroCopy ? "SEND"
-                         : kind == WrKind::kCredit                            ? "credit WRITE"
-                                                                              : "RDMA WRITE";
+                         : kind == WrKind::kCredit                         ? "credit WRITE"
+                                                                           : "RDMA WRITE";
       fail(wc_error(wc, what));
     }
     return;
@@ -137,7 +138,7 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
   }
   const uint8_t* buf = rx_mem_.get() + size_t{slot} * slot_bytes_;
   if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
-    if (!on_header_msg(wc, buf, slot)) return;  // held: stays in its buffer
+    if (!on_header_msg(wc, buf, slot)) return;        // held: stays in its buffer
   } else if (wc.byte_len > t_->opts().eager_bytes) {  // compact eager message (rdma_wire.h)
     return compact_too_long(wc.byte_len);
   } else {
@@ -181,8 +182,7 @@ bool RdmaEndpoint::on_header_msg(const ibv_wc& wc, const uint8_t* buf, uint32_t 
   const char* bad = check_msg(h, payload, t_->opts().eager_bytes, lanes_.size(), send);
   if (bad) {
     fail(protocol_error(std::string(bad) + " (type " + std::to_string(h.type) + ", length " +
-                        std::to_string(h.len) + ", " + std::to_string(wc.byte_len) +
-                        " bytes)"));
+                        std::to_string(h.len) + ", " + std::to_string(wc.byte_len) + " bytes)"));
     return true;
   }
   if (static_cast<int32_t>(h.posted - peer_posted_) > 0) peer_posted_ = h.posted;

@@ -39,24 +39,31 @@ bool gid_empty(const ibv_gid& g) {
 
 // Mbit/s of a port from its width and speed codes.
 uint64_t port_speed(const ibv_port_attr& a) {
-  int lanes = a.active_width == 1 ? 1 : a.active_width == 2 ? 4 : a.active_width == 4 ? 8
-              : a.active_width == 8 ? 12 : a.active_width == 16 ? 2 : 1;
-  uint64_t per = a.active_speed == 1 ? 2500 : a.active_speed == 2 ? 5000
+  int lanes = a.active_width == 1    ? 1
+              : a.active_width == 2  ? 4
+              : a.active_width == 4  ? 8
+              : a.active_width == 8  ? 12
+              : a.active_width == 16 ? 2
+                                     : 1;
+  uint64_t per = a.active_speed == 1                          ? 2500
+                 : a.active_speed == 2                        ? 5000
                  : a.active_speed == 4 || a.active_speed == 8 ? 10000
-                 : a.active_speed == 16 ? 14000 : a.active_speed == 32 ? 25000
-                 : a.active_speed == 64 ? 50000 : a.active_speed == 128 ? 100000 : 0;
+                 : a.active_speed == 16                       ? 14000
+                 : a.active_speed == 32                       ? 25000
+                 : a.active_speed == 64                       ? 50000
+                 : a.active_speed == 128                      ? 100000
+                                                              : 0;
   return per * static_cast<uint64_t>(lanes);
 }
 
 // Picks the GID: RoCE v2 with an IPv4 address, else any RoCE v2, else index 0.
-int auto_gid(ibv_context* ctx, const std::string& dev, int port, int table_len,
-             std::string* why) {
+int auto_gid(ibv_context* ctx, const std::string& dev, int port, int table_len, std::string* why) {
   int v2_any = -1;
   for (int i = 0; i < table_len; ++i) {
     ibv_gid g{};
     if (ibv_query_gid(ctx, static_cast<uint8_t>(port), i, &g) != 0 || gid_empty(g)) continue;
-    std::string type = read_line("/sys/class/infiniband/" + dev + "/ports/" +
-                                 std::to_string(port) + "/gid_attrs/types/" + std::to_string(i));
+    std::string type = read_line("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) +
+                                 "/gid_attrs/types/" + std::to_string(i));
     if (type != "RoCE v2") continue;
     if (is_ipv4_mapped(g)) {
       *why = "RoCE v2 GID with an IPv4 address";
@@ -120,10 +127,9 @@ Result<DeviceChoice> open_device(const DeviceWish& wish) {
   }
   if (!c.ctx) {
     return Status(Code::kUnavailable,
-                  wish.name.empty() ? "rdma: no device with an active port (devices: " + present +
-                                          ")"
-                                    : "rdma: device '" + wish.name + "' not found (devices: " +
-                                          present + ")");
+                  wish.name.empty()
+                      ? "rdma: no device with an active port (devices: " + present + ")"
+                      : "rdma: device '" + wish.name + "' not found (devices: " + present + ")");
   }
   const auto& pa = c.port_attr;
   c.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
@@ -132,10 +138,10 @@ Result<DeviceChoice> open_device(const DeviceWish& wish) {
   c.speed_mbps = port_speed(pa);
   if (wish.gid_index >= 0) {
     if (wish.gid_index >= pa.gid_tbl_len) {
-      return Status(Code::kInvalidArgument,
-                    "rdma: gid_index " + std::to_string(wish.gid_index) + " out of range (" +
-                        c.name + " port " + std::to_string(c.port) + " has " +
-                        std::to_string(pa.gid_tbl_len) + " GIDs)");
+      return Status(Code::kInvalidArgument, "rdma: gid_index " + std::to_string(wish.gid_index) +
+                                                " out of range (" + c.name + " port " +
+                                                std::to_string(c.port) + " has " +
+                                                std::to_string(pa.gid_tbl_len) + " GIDs)");
     }
     c.gid_index = wish.gid_index;
     c.why = "gid_index given";
@@ -146,8 +152,8 @@ Result<DeviceChoice> open_device(const DeviceWish& wish) {
   if (ibv_query_gid(c.ctx.get(), static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0)
     return Status(Code::kSystemError, "rdma: ibv_query_gid on " + c.name, errno);
   if (c.roce && gid_empty(c.gid)) {
-    return Status(Code::kUnavailable, "rdma: GID " + std::to_string(c.gid_index) + " of " +
-                                          c.name + " is empty (no IP address on its netdev?)");
+    return Status(Code::kUnavailable, "rdma: GID " + std::to_string(c.gid_index) + " of " + c.name +
+                                          " is empty (no IP address on its netdev?)");
   }
   if (is_ipv4_mapped(c.gid)) std::memcpy(&c.ipv4, c.gid.raw + 12, 4);
   return c;

@@ -44,11 +44,11 @@ struct DeviceChoice {
   uint16_t lid = 0;
   ibv_mtu mtu = IBV_MTU_1024;
   bool roce = false;
-  uint32_t ipv4 = 0;           ///< the GID's IPv4 address (network order), 0 if none
+  uint32_t ipv4 = 0;  ///< the GID's IPv4 address (network order), 0 if none
   uint64_t speed_mbps = 0;
   ibv_device_attr attr{};
   ibv_port_attr port_attr{};
-  std::string why;             ///< how it was chosen, for the log
+  std::string why;  ///< how it was chosen, for the log
 };
 
 /// Open the device. @return Unavailable (no device, none active, name not found: lists the

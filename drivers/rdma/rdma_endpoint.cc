@@ -85,8 +85,8 @@ Status RdmaEndpoint::create_lane(uint32_t i, uint32_t recv_depth) {
   }
   if (!qp) {
     return Status(Code::kResourceExhausted,
-                  "rdma: ibv_create_qp on " + dev + " (queue pair " + std::to_string(i) +
-                      " of " + std::to_string(o.qps) + ", send " + std::to_string(o.sq_depth) +
+                  "rdma: ibv_create_qp on " + dev + " (queue pair " + std::to_string(i) + " of " +
+                      std::to_string(o.qps) + ", send " + std::to_string(o.sq_depth) +
                       ", receive " + std::to_string(recv_depth) +
                       " work requests) failed; lower rdma.sq_depth, rdma.recv_depth, "
                       "rdma.max_outstanding or rdma.qps_per_conn",
@@ -122,8 +122,8 @@ Status RdmaEndpoint::create() {
                       " failed (raise the locked-memory limit: `ulimit -l unlimited`)",
                   err);
   };
-  GW_RETURN_IF_ERROR(reg(rx_mem_.get(), slot_bytes_ * o.recv_depth, IBV_ACCESS_LOCAL_WRITE,
-                         &rx_mr_));
+  GW_RETURN_IF_ERROR(
+      reg(rx_mem_.get(), slot_bytes_ * o.recv_depth, IBV_ACCESS_LOCAL_WRITE, &rx_mr_));
   GW_RETURN_IF_ERROR(reg(tx_mem_.get(), slot_bytes_ * o.sq_depth, 0, &tx_mr_));
   GW_RETURN_IF_ERROR(reg(credit_.get(), sizeof(CreditWords),
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &credit_mr_));
@@ -180,9 +180,9 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
       r.mtu < IBV_MTU_256 || r.mtu > IBV_MTU_4096 || r.nqps < 1 || r.nqps > kMaxQps) {
     return Status(Code::kProtocolError,
                   "rdma: malformed hello from " + who + " (magic " + std::to_string(r.magic) +
-                      ", version " + std::to_string(r.version) + ", " +
-                      std::to_string(r.nqps) + " queue pairs; this side speaks version " +
-                      std::to_string(kWireVersion) + ")");
+                      ", version " + std::to_string(r.version) + ", " + std::to_string(r.nqps) +
+                      " queue pairs; this side speaks version " + std::to_string(kWireVersion) +
+                      ")");
   }
   // Both sides use the fewer queue pairs; the surplus ones are destroyed unused.
   lanes_.resize(std::min<size_t>(lanes_.size(), r.nqps));
@@ -205,11 +205,11 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
     }
     ibv_qp* qp = lanes_[i].qp.get();
     if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
       return Status(Code::kSystemError,
-                    "rdma: QP to RTR toward " + who + " (QPN " + std::to_string(qpn) +
-                        ", GID " + gid_to_string(*reinterpret_cast<const ibv_gid*>(r.gid)) + ")",
+                    "rdma: QP to RTR toward " + who + " (QPN " + std::to_string(qpn) + ", GID " +
+                        gid_to_string(*reinterpret_cast<const ibv_gid*>(r.gid)) + ")",
                     errno);
     }
     a = ibv_qp_attr{};

@@ -90,13 +90,13 @@ class RdmaEndpoint final : public Endpoint {
     RegCache::Entry* reg = nullptr;  // taken from the cache for a rendezvous send
     uint64_t off[kMaxQps] = {};      // per stripe: next byte to WRITE
     uint32_t lkey = 0;
-    uint8_t stripes_left = 0;        // WRITEs with immediate not yet completed
+    uint8_t stripes_left = 0;  // WRITEs with immediate not yet completed
     bool awaiting_cts = false;
     bool used = false;
-    bool staged = false;             // CUDA memory copied out through pinned buffers
-    bool windowed = false;           // the receiver stages: it asks for windows (kWin)
-    uint64_t win_next = 0;           // windowed: the next window's offset
-    uint64_t copied[kMaxQps] = {};   // staged: per stripe, bytes whose copy has started
+    bool staged = false;            // CUDA memory copied out through pinned buffers
+    bool windowed = false;          // the receiver stages: it asks for windows (kWin)
+    uint64_t win_next = 0;          // windowed: the next window's offset
+    uint64_t copied[kMaxQps] = {};  // staged: per stripe, bytes whose copy has started
   };
   struct PostedRecv {
     RecvRequest req;
@@ -113,10 +113,10 @@ class RdmaEndpoint final : public Endpoint {
     bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
     int adv_recv = -1;     // advertised: its entry in recvs_ until a WRITE claims it
     bool discard = false;  // its receive already completed (too small): drop the data
-    core::UBuf bounce;  // unexpected pull: the data lands here first (the core's store)
+    core::UBuf bounce;     // unexpected pull: the data lands here first (the core's store)
     MrPtr bounce_mr;
-    bool staged = false;     // CUDA memory: windows through pinned buffers (rdma_staging.cc)
-    uint32_t send_id = 0;    // staged: the sender's slot, named in each window
+    bool staged = false;   // CUDA memory: windows through pinned buffers (rdma_staging.cc)
+    uint32_t send_id = 0;  // staged: the sender's slot, named in each window
     uint64_t next_off = 0, done = 0;  // staged: bytes asked for, bytes copied in
   };
   struct Unexpected {
@@ -133,12 +133,12 @@ class RdmaEndpoint final : public Endpoint {
   };
   struct TxItem {
     MsgType type = MsgType::kEager;
-    bool write = false;     // rendezvous data for send slot `id`
-    uint8_t stripes = 1;    // CTS and write: lanes the data is spread over
-    bool started = false;   // write: its stripe offsets are set (at the queue's front)
+    bool write = false;    // rendezvous data for send slot `id`
+    uint8_t stripes = 1;   // CTS and write: lanes the data is spread over
+    bool started = false;  // write: its stripe offsets are set (at the queue's front)
     uint32_t id = 0, id2 = 0;
     uint64_t tag = 0, len = 0, addr = 0;
-    uint64_t base = 0;      // write: offset in the message of the bytes to write (windows)
+    uint64_t base = 0;  // write: offset in the message of the bytes to write (windows)
     uint32_t rkey = 0;
   };
 
@@ -285,7 +285,7 @@ class RdmaEndpoint final : public Endpoint {
     QpPtr qp;
     uint32_t sq_used = 0;  // send work requests staged or posted, not retired
     uint32_t unsignaled = 0, unsignaled_msgs = 0;
-    Ring<Sig> sigs;        // signalled requests in flight, in posting order
+    Ring<Sig> sigs;  // signalled requests in flight, in posting order
     std::vector<ibv_send_wr> wrs;
     std::vector<ibv_sge> sges;
     uint32_t staged = 0;
@@ -296,7 +296,7 @@ class RdmaEndpoint final : public Endpoint {
   MrPtr rx_mr_, tx_mr_, credit_mr_;
   size_t slot_bytes_ = 0;
   uint32_t tx_next_ = 0, tx_free_ = 0;  // transmit buffers: a ring, retired in order
-  std::vector<ibv_recv_wr> rwrs_;        // lane 0: receive buffer i's work request
+  std::vector<ibv_recv_wr> rwrs_;       // lane 0: receive buffer i's work request
   std::vector<ibv_sge> rsges_;
   ibv_recv_wr *rfirst_ = nullptr, *rlast_ = nullptr;  // the staged reposts, chained
   uint32_t rstaged_ = 0;
@@ -321,9 +321,9 @@ class RdmaEndpoint final : public Endpoint {
   std::vector<RndvRecv> rndv_;
   std::vector<uint32_t> free_rndv_;
   std::deque<Unexpected> unexp_;
-  Ring<Held> held_;        // in arrival order; at most lane 0's receive buffers
-  bool retrying_ = false;  // retry_held() is matching held_.front()
-  size_t outstanding_ = 0; // completions reserved for this endpoint's requests, not yet pushed
+  Ring<Held> held_;         // in arrival order; at most lane 0's receive buffers
+  bool retrying_ = false;   // retry_held() is matching held_.front()
+  size_t outstanding_ = 0;  // completions reserved for this endpoint's requests, not yet pushed
   bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
   Ring<TxItem> txq_;
   // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and

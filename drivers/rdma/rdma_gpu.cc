@@ -16,7 +16,7 @@ GpuFacts probe_gpu_facts() {
   GpuFacts f;
   auto ops = device_ops();
   f.device_ops = ops.ok() && (*ops)->available().ok();
-  struct stat st{};
+  struct stat st {};
   f.peermem = ::stat("/sys/module/nvidia_peermem", &st) == 0;
   void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) return f;
@@ -24,8 +24,7 @@ GpuFacts probe_gpu_facts() {
   using CountFn = int (*)(int*);
   auto init = reinterpret_cast<InitFn>(::dlsym(h, "cuInit"));
   auto count = reinterpret_cast<CountFn>(::dlsym(h, "cuDeviceGetCount"));
-  f.dmabuf_export =
-      reinterpret_cast<DmabufExportFn>(::dlsym(h, "cuMemGetHandleForAddressRange"));
+  f.dmabuf_export = reinterpret_cast<DmabufExportFn>(::dlsym(h, "cuMemGetHandleForAddressRange"));
   f.dmabuf_symbol = f.dmabuf_export != nullptr;
   if (init && count && init(0) == 0) {
     f.libcuda = true;
@@ -50,8 +49,8 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
                   "rdma.gpu = '" + mode + "': use auto, dmabuf, peermem or staging");
   }
   if ((mode == "dmabuf" && !dmabuf) || (mode == "peermem" && !peermem)) {
-    return Status(Code::kNotSupported, "rdma.gpu = " + mode + " but this system lacks it (" +
-                                           facts + ")");
+    return Status(Code::kNotSupported,
+                  "rdma.gpu = " + mode + " but this system lacks it (" + facts + ")");
   }
   if (mode == "dmabuf" || (mode == "auto" && dmabuf)) {
     return GpuPath{"dmabuf", true, "GPUDirect RDMA through dma-buf (" + facts + ")",
@@ -67,7 +66,8 @@ Result<GpuPath> choose_gpu_path(const std::string& mode, bool strict, const GpuF
   }
   if (mode == "staging" && !f.device_ops) {
     return Status(Code::kNotSupported, "rdma.gpu = staging but no device-copy table is usable (" +
-                                           facts + "): build gradwire with CUDA (nvcc) and run "
+                                           facts +
+                                           "): build gradwire with CUDA (nvcc) and run "
                                            "where a GPU and its driver are present");
   }
   return GpuPath{f.device_ops ? "staging" : "none", false,
@@ -109,14 +109,13 @@ std::string describe(const void* addr, size_t len) {
 Status verbs_error(const std::string& what, int err) {
   const bool pin = err == ENOMEM || err == EPERM || err == EAGAIN;
   return Status(pin ? Code::kResourceExhausted : Code::kSystemError,
-                what + (pin ? " (raise the locked-memory limit: `ulimit -l unlimited`)" : ""),
-                err);
+                what + (pin ? " (raise the locked-memory limit: `ulimit -l unlimited`)" : ""), err);
 }
 
 }  // namespace
 
-Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len,
-                              int access, const std::string& dev) {
+Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len, int access,
+                              const std::string& dev) {
   const std::string what = describe(addr, len) + " on " + dev;
   auto a = reinterpret_cast<uintptr_t>(addr);
   if (addr == nullptr || len == 0 || a + len < a) {

@@ -25,20 +25,20 @@ using DmabufExportFn = int (*)(void* handle, uint64_t dptr, size_t size, int typ
 inline constexpr int kCuMemRangeHandleTypeDmaBufFd = 1;
 
 struct GpuPath {
-  std::string name;        ///< "dmabuf", "peermem", "staging" or "none"
-  bool zero_copy = false;  ///< CUDA memory can be registered directly
-  std::string why;         ///< for the log and for NotSupported messages
+  std::string name;                        ///< "dmabuf", "peermem", "staging" or "none"
+  bool zero_copy = false;                  ///< CUDA memory can be registered directly
+  std::string why;                         ///< for the log and for NotSupported messages
   DmabufExportFn dmabuf_export = nullptr;  ///< set on the dmabuf path
 };
 
 /// What the system offers, as seen from the outside (for tests: pass fake inputs).
 struct GpuFacts {
-  bool libcuda = false;       ///< libcuda.so.1 loads and cuInit succeeds
-  bool dmabuf_symbol = false; ///< it exports cuMemGetHandleForAddressRange
+  bool libcuda = false;        ///< libcuda.so.1 loads and cuInit succeeds
+  bool dmabuf_symbol = false;  ///< it exports cuMemGetHandleForAddressRange
   int cuda_devices = 0;
-  bool peermem = false;       ///< nvidia_peermem is loaded
+  bool peermem = false;                    ///< nvidia_peermem is loaded
   DmabufExportFn dmabuf_export = nullptr;  ///< the symbol, when present
-  bool device_ops = false;    ///< gw::device_ops() is usable: staging can copy device memory
+  bool device_ops = false;  ///< gw::device_ops() is usable: staging can copy device memory
 };
 
 /// Probes the machine. Never fails.
@@ -70,7 +70,7 @@ DmabufRange dmabuf_range(uint64_t addr, size_t len, uint64_t page);
 ///         rdma.gpu=staging and the missing pieces), SystemError (dma-buf export failed with
 ///         its CUresult, or the verbs call failed with errno), ResourceExhausted (ENOMEM/EPERM:
 ///         names `ulimit -l`).
-Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len,
-                              int access, const std::string& dev);
+Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len, int access,
+                              const std::string& dev);
 
 }  // namespace gw::drv::rdma

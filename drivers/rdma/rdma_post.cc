@@ -68,9 +68,7 @@ void RdmaEndpoint::repost_lane(uint32_t lane) {
   if (rc != 0) fail_verbs("ibv_post_recv", lane, rc);
 }
 
-bool RdmaEndpoint::room(uint32_t l) const {
-  return lanes_[l].sq_used < t_->opts().sq_depth;
-}
+bool RdmaEndpoint::room(uint32_t l) const { return lanes_[l].sq_used < t_->opts().sq_depth; }
 
 // Inlined into its callers here: it is on every send's path.
 [[gnu::always_inline]] inline ibv_send_wr& RdmaEndpoint::next_wr(uint32_t l, const ibv_sge& sge,
@@ -119,8 +117,8 @@ void RdmaEndpoint::post_staged(uint32_t l) {
 
 void RdmaEndpoint::fail_verbs(const char* call, uint32_t lane, int rc) {
   fail(Status(Code::kSystemError,
-              std::string("rdma: ") + call + " on queue pair " + std::to_string(lane) +
-                  " toward " + peer_name_,
+              std::string("rdma: ") + call + " on queue pair " + std::to_string(lane) + " toward " +
+                  peer_name_,
               rc));
 }
 
@@ -135,9 +133,9 @@ void RdmaEndpoint::retire(uint32_t l) {
 
 void RdmaEndpoint::stage_compact(uint32_t s, uint32_t lkey) {
   const SendRequest& r = sends_[s].req;
-  ibv_send_wr& w = next_wr(
-      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), lkey}, false,
-      true);
+  ibv_send_wr& w =
+      next_wr(0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), lkey},
+              false, true);
   w.wr_id = make_wr(WrKind::kZeroCopy, id_, s);
   w.num_sge = 1;
   w.opcode = IBV_WR_SEND_WITH_IMM;
@@ -174,9 +172,9 @@ bool RdmaEndpoint::send_now(const SendRequest& r) {
     stage_compact(s, e->mr->lkey);
     return true;
   }
-  ibv_send_wr& w = next_wr(
-      0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), 0}, false,
-      false);
+  ibv_send_wr& w =
+      next_wr(0, ibv_sge{reinterpret_cast<uintptr_t>(r.buf), static_cast<uint32_t>(r.len), 0},
+              false, false);
   w.wr_id = make_wr(WrKind::kMsg, id_, 0);
   w.num_sge = r.len > 0 ? 1 : 0;
   w.opcode = IBV_WR_SEND_WITH_IMM;
@@ -252,9 +250,9 @@ bool RdmaEndpoint::post_msg(const TxItem& it) {
     wr.send_flags = IBV_SEND_INLINE;
     ++t_->counters_.inline_sends;
   }
-  stage(0, wr, ibv_sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total),
-                       tx_mr_->lkey},
-        true, false);
+  stage(0, wr,
+        ibv_sge{reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total), tx_mr_->lkey}, true,
+        false);
   tx_next_ = (tx_next_ + 1) % t_->opts().sq_depth;
   --tx_free_;
   ++sent_;
@@ -301,8 +299,8 @@ bool RdmaEndpoint::post_write(TxItem& it) {
       wr.wr.rdma.remote_addr = it.addr + (s.off[i] - it.base);
       wr.wr.rdma.rkey = it.rkey;
       stage(i, wr,
-            ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf) + s.off[i],
-                    static_cast<uint32_t>(chunk), s.lkey},
+            ibv_sge{reinterpret_cast<uintptr_t>(s.req.buf) + s.off[i], static_cast<uint32_t>(chunk),
+                    s.lkey},
             false, last);
       s.off[i] += chunk;
       if (last && i == 0) ++sent_;

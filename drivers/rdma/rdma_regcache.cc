@@ -27,9 +27,9 @@ RegCache::~RegCache() {
 Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const GpuPath* cuda) {
   auto a = reinterpret_cast<uintptr_t>(addr);
   if (addr == nullptr || len == 0 || a + len < a) {
-    return Status(Code::kInvalidArgument,
-                  "rdma: cannot register (" + describe(addr, len) + ") on " + dev_ +
-                      ": null pointer, zero length or a range that wraps");
+    return Status(Code::kInvalidArgument, "rdma: cannot register (" + describe(addr, len) +
+                                              ") on " + dev_ +
+                                              ": null pointer, zero length or a range that wraps");
   }
   // Any valid entry starting at or below addr may cover the range (entries can overlap).
   for (auto it = by_begin_.upper_bound(a); it != by_begin_.begin();) {
@@ -48,8 +48,7 @@ Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const G
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = nullptr;
   if (cuda) {  // device memory: exactly the range, through the GPUDirect path
-    GW_ASSIGN_OR_RETURN(mr, register_cuda(pd_, *cuda, const_cast<void*>(addr), len, access,
-                                          dev_));
+    GW_ASSIGN_OR_RETURN(mr, register_cuda(pd_, *cuda, const_cast<void*>(addr), len, access, dev_));
     b = a;
     end = a + len;
   } else {
@@ -60,9 +59,10 @@ Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const G
     std::string what = "rdma: ibv_reg_mr(" + describe(addr, len) + ") on " + dev_ + " failed";
     if (err == ENOMEM || err == EPERM || err == EAGAIN) {
       return Status(Code::kResourceExhausted,
-                    what + ": cannot pin the memory (raise the locked-memory limit: `ulimit -l "
-                           "unlimited`, or memlock in /etc/security/limits.conf / the "
-                           "container's --ulimit memlock=-1)",
+                    what +
+                        ": cannot pin the memory (raise the locked-memory limit: `ulimit -l "
+                        "unlimited`, or memlock in /etc/security/limits.conf / the "
+                        "container's --ulimit memlock=-1)",
                     err);
     }
     if (err == EFAULT || err == EINVAL) {

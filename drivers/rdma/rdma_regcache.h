@@ -26,8 +26,8 @@ class RegCache {
   struct Entry {
     uintptr_t begin = 0, end = 0;
     ibv_mr* mr = nullptr;
-    int refs = 0;          // live MemoryRegions / in-flight requests using it
-    bool valid = true;     // false once invalidated: deregistered when refs reach 0
+    int refs = 0;       // live MemoryRegions / in-flight requests using it
+    bool valid = true;  // false once invalidated: deregistered when refs reach 0
     std::list<Entry*>::iterator lru;
   };
 

@@ -34,8 +34,8 @@ Status RdmaEndpoint::ensure_pool() {
       const int err = errno;
       out_ = Pinned{};
       return Status(err == ENOMEM || err == EPERM ? Code::kResourceExhausted : Code::kSystemError,
-                    "rdma: ibv_reg_mr(" + std::to_string((*pool)->bytes()) + " bytes of " +
-                        dir + " staging buffers) on " + t_->dev().name +
+                    "rdma: ibv_reg_mr(" + std::to_string((*pool)->bytes()) + " bytes of " + dir +
+                        " staging buffers) on " + t_->dev().name +
                         " failed (raise the locked-memory limit: `ulimit -l unlimited`, or "
                         "lower rdma.staging_slots / rdma.staging_chunk_bytes)",
                     err);
@@ -46,9 +46,10 @@ Status RdmaEndpoint::ensure_pool() {
   stage_out_.init(out_.pool->slots());
   wins_.assign(in_.pool->slots(), Win{});
   starved_.reserve(rndv_.size());
-  t_->log_->info("rdma: CUDA memory to and from {} goes through 2 x {} pinned buffers of {} KiB "
-                 "({} device copies, no GPUDirect)",
-                 peer_name_, in_.pool->slots(), in_.pool->chunk_bytes() / 1024, ops->name());
+  t_->log_->info(
+      "rdma: CUDA memory to and from {} goes through 2 x {} pinned buffers of {} KiB "
+      "({} device copies, no GPUDirect)",
+      peer_name_, in_.pool->slots(), in_.pool->chunk_bytes() / 1024, ops->name());
   return Status();
 }
 
@@ -73,8 +74,8 @@ bool RdmaEndpoint::post_write_staged(TxItem& it) {
         fail(st.with_context("rdma: staging a send to " + peer_name_));
         return false;
       }
-      stage_out_.push(StageOp{b, i, static_cast<uint32_t>(n), s.copied[i],
-                              s.copied[i] + n == stripe_end(i)});
+      stage_out_.push(
+          StageOp{b, i, static_cast<uint32_t>(n), s.copied[i], s.copied[i] + n == stripe_end(i)});
       s.copied[i] += n;
     }
     if (s.copied[i] < stripe_end(i)) break;  // out of buffers: later stripes wait

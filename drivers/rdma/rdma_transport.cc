@@ -21,9 +21,7 @@ namespace {
 
 constexpr int kPollBatch = 32;
 
-Result<std::unique_ptr<Transport>> open_rdma(const Config& cfg) {
-  return RdmaTransport::open(cfg);
-}
+Result<std::unique_ptr<Transport>> open_rdma(const Config& cfg) { return RdmaTransport::open(cfg); }
 
 }  // namespace
 
@@ -73,7 +71,8 @@ GW_REGISTER_DRIVER(
     {"rdma.staging_chunk_bytes", ConfigType::kInt, "524288",
      "staging without GPUDirect: bytes per pinned buffer (one receive window, one copy)"},
     {"rdma.staging_slots", ConfigType::kInt, "8",
-     "staging without GPUDirect: pinned buffers per endpoint and direction (1..256), copies in flight"});
+     "staging without GPUDirect: pinned buffers per endpoint and direction (1..256), copies in "
+     "flight"});
 
 Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport());
@@ -90,7 +89,8 @@ Status RdmaTransport::init(const Config& cfg) {
   opts_.max_outstanding = static_cast<uint32_t>(r.in("rdma.max_outstanding", 1, 1 << 20));
   opts_.max_inline = static_cast<uint32_t>(r.in("rdma.max_inline", 0, 4096));
   opts_.write_chunk = static_cast<uint64_t>(r.in("rdma.write_chunk_bytes", 4096, 1 << 30));
-  opts_.qp_timeout = static_cast<uint8_t>(r.in("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
+  opts_.qp_timeout =
+      static_cast<uint8_t>(r.in("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
   opts_.retry_cnt = static_cast<uint8_t>(r.in("rdma.retry_cnt", 0, 7));
   opts_.rnr_retry =
       static_cast<uint8_t>(r.in("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
@@ -177,9 +177,9 @@ Status RdmaTransport::init(const Config& cfg) {
   store_.init(opts_.unexpected_bytes);
   any_.init(opts_.max_outstanding);
   stash_.resize(kPollBatch);
-  log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}",
-             dev_.name, dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why,
-             mtu_bytes(dev_.mtu), ctrl_local_.to_string(), gpu.why);
+  log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}", dev_.name,
+             dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why, mtu_bytes(dev_.mtu),
+             ctrl_local_.to_string(), gpu.why);
   return Status();
 }
 
@@ -245,8 +245,7 @@ void RdmaTransport::service_events() {
         char buf[64];
         ssize_t r = ::recv(ep->ctrl_fd(), buf, sizeof buf, MSG_DONTWAIT);
         if (r > 0) {
-          ep->fail(Status(Code::kProtocolError, "rdma: unexpected bytes from " +
-                                                    ep->peer_name() +
+          ep->fail(Status(Code::kProtocolError, "rdma: unexpected bytes from " + ep->peer_name() +
                                                     " on its control connection"));
         } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
           // Deliver what already arrived before reporting the peer gone.
@@ -295,8 +294,7 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   n += k;
   // Idle: the epoll set (control connections, listener) every 32 polls, but in a busy loop
   // at most every 500 us: epoll_wait is a system call that delays the next poll.
-  if (n == 0 &&
-      (armed_ || listener_.needs_tick() || (++idle_polls_ % 32 == 0 && service_due())))
+  if (n == 0 && (armed_ || listener_.needs_tick() || (++idle_polls_ % 32 == 0 && service_due())))
     service_events();
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
@@ -416,15 +414,14 @@ Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
 Result<MemoryRegion> RdmaTransport::register_memory(void* addr, size_t length, MemKind kind) {
   if (addr == nullptr && length > 0) {
     return Status(Code::kInvalidArgument,
-                  "rdma: register_memory(nullptr, " + std::to_string(length) + ") on " +
-                      dev_.name);
+                  "rdma: register_memory(nullptr, " + std::to_string(length) + ") on " + dev_.name);
   }
   // CUDA device memory goes through the GPUDirect path chosen at open (dma-buf or
   // nvidia-peermem). On the staging path nothing is registered: the data path sees the kind
   // and copies through its endpoint's pinned buffers (rdma_staging.cc).
-  if (kind == MemKind::kCudaDevice && stage_ops_) return MemoryRegion(addr, length, kind, 0, nullptr);
-  if (kind == MemKind::kCudaDevice)
-    return make_region(*regcache_, addr, length, kind, &gpu_);
+  if (kind == MemKind::kCudaDevice && stage_ops_)
+    return MemoryRegion(addr, length, kind, 0, nullptr);
+  if (kind == MemKind::kCudaDevice) return make_region(*regcache_, addr, length, kind, &gpu_);
   return make_region(*regcache_, addr, length, kind);
 }
 
@@ -432,24 +429,37 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
   const auto& c = counters_;
   size_t live = 0;
   for (auto* ep : eps_) live += ep != nullptr;
-  return {{"bytes_sent", c.bytes_sent},           {"bytes_received", c.bytes_received},
-          {"msgs_sent", c.msgs_sent},             {"msgs_received", c.msgs_received},
-          {"eager_sent", c.eager_sent},           {"rndv_sent", c.rndv_sent},
+  return {{"bytes_sent", c.bytes_sent},
+          {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},
+          {"msgs_received", c.msgs_received},
+          {"eager_sent", c.eager_sent},
+          {"rndv_sent", c.rndv_sent},
           {"zero_copy_sends", c.zero_copy_sends},
-          {"inline_sends", c.inline_sends},       {"unexpected_msgs", c.unexpected_msgs},
+          {"inline_sends", c.inline_sends},
+          {"unexpected_msgs", c.unexpected_msgs},
           {"unexpected_bytes_now", store_.used()},
-          {"truncated_recvs", c.truncated_recvs}, {"protocol_errors", c.protocol_errors},
-          {"rejected_conns", listener_.rejected()},   {"endpoint_errors", c.endpoint_errors},
-          {"credit_stalls", c.credit_stalls},     {"credit_writes", c.credit_writes},
-          {"cq_events", c.cq_events},             {"endpoints", live},
-          {"striped_sends", c.striped_sends},     {"unexpected_pulls", c.unexpected_pulls},
-          {"adverts_sent", c.adverts_sent},       {"adverts_dropped", c.adverts_dropped},
+          {"truncated_recvs", c.truncated_recvs},
+          {"protocol_errors", c.protocol_errors},
+          {"rejected_conns", listener_.rejected()},
+          {"endpoint_errors", c.endpoint_errors},
+          {"credit_stalls", c.credit_stalls},
+          {"credit_writes", c.credit_writes},
+          {"cq_events", c.cq_events},
+          {"endpoints", live},
+          {"striped_sends", c.striped_sends},
+          {"unexpected_pulls", c.unexpected_pulls},
+          {"adverts_sent", c.adverts_sent},
+          {"adverts_dropped", c.adverts_dropped},
           {"advert_writes", c.advert_writes},
           {"advert_writes_received", c.advert_writes_received},
           {"adverts_received", c.adverts_received},
-          {"staged_sends", c.staged_sends},       {"staged_recvs", c.staged_recvs},
-          {"staging_windows", c.staging_windows}, {"held_stalls", c.held_stalls},
-          {"reg_cache_hits", regcache_->hits()},  {"reg_cache_misses", regcache_->misses()},
+          {"staged_sends", c.staged_sends},
+          {"staged_recvs", c.staged_recvs},
+          {"staging_windows", c.staging_windows},
+          {"held_stalls", c.held_stalls},
+          {"reg_cache_hits", regcache_->hits()},
+          {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},
           {"reg_cache_invalidations", regcache_->invalidations()},
           {"reg_cache_entries", regcache_->size()}};

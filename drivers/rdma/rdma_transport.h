@@ -16,8 +16,8 @@
 
 #include "gw_config.h"
 #include "gw_core_sink.h"
-#include "gw_listener.h"
 #include "gw_device.h"
+#include "gw_listener.h"
 #include "gw_slots.h"
 #include "gw_socket.h"
 #include "gw_staging.h"
@@ -37,20 +37,20 @@ class RdmaTransport;
 class RdmaEndpoint;
 
 struct Options {
-  uint32_t eager_bytes = 0;     // largest eager payload; larger messages use rendezvous
-  uint32_t recv_depth = 0;      // receive buffers per QP (the peer's credits)
-  uint32_t sq_depth = 0;        // send work requests per QP
+  uint32_t eager_bytes = 0;  // largest eager payload; larger messages use rendezvous
+  uint32_t recv_depth = 0;   // receive buffers per QP (the peer's credits)
+  uint32_t sq_depth = 0;     // send work requests per QP
   uint32_t max_outstanding = 0;
   uint32_t max_inline = 0;
   uint64_t write_chunk = 0;
-  uint32_t qps = 1;             // queue pairs per connection
-  uint64_t min_stripe = 0;      // smallest stripe of a rendezvous message
-  bool advertise = true;        // advertise receives posted ahead (rdma_advert.cc)
+  uint32_t qps = 1;         // queue pairs per connection
+  uint64_t min_stripe = 0;  // smallest stripe of a rendezvous message
+  bool advertise = true;    // advertise receives posted ahead (rdma_advert.cc)
   uint64_t unexpected_bytes = 0;
-  size_t cq_depth = 0;          // completions held before poll() drains them
+  size_t cq_depth = 0;  // completions held before poll() drains them
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
-  Nanos spin{0};                // polling before a blocking wait sleeps, while traffic flows
+  Nanos spin{0};                 // polling before a blocking wait sleeps, while traffic flows
   StagingPool::Options staging;  // CUDA memory without GPUDirect (rdma_staging.cc)
 };
 /// Pinned staging buffers per endpoint at most (their index fits a work request id).
@@ -84,7 +84,13 @@ class RdmaCq final : public CompletionQueue {
 /// Writes carry | lane 8 | send slot 24 | in the index; lane receives carry the lane; staged
 /// writes (from a pinned buffer) | lane 3 | with immediate 1 | buffer 8 | send slot 20 |.
 enum class WrKind : uint8_t {
-  kRecv = 1, kMsg = 2, kWrite = 3, kWriteImm = 4, kCredit = 5, kLaneRecv = 6, kStaged = 7,
+  kRecv = 1,
+  kMsg = 2,
+  kWrite = 3,
+  kWriteImm = 4,
+  kCredit = 5,
+  kLaneRecv = 6,
+  kStaged = 7,
   kZeroCopy = 8,  // compact eager SEND straight from the caller's registered buffer
 };
 inline uint64_t make_wr(WrKind k, uint32_t ep, uint32_t idx) {
@@ -205,17 +211,17 @@ class RdmaTransport final : public Transport {
   bool armed_ = false;
   uint32_t idle_polls_ = 0;
   Clock::time_point last_service_{};  // last idle epoll pass
-  bool busy_ = false;  // progress() found work since take_busy()
+  bool busy_ = false;                 // progress() found work since take_busy()
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
-  std::vector<RdmaEndpoint*> eps_;  // by endpoint id; null once gone
+  std::vector<RdmaEndpoint*> eps_;                            // by endpoint id; null once gone
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
   core::CompletionSink sink_;
   core::UnexpectedStore store_;
   SlotList<AnyRecv> any_;
   core::AbortLatch abort_;
   uint64_t post_seq_ = 0, arrivals_ = 0;
-  GpuPath gpu_;  // how CUDA device memory is registered
+  GpuPath gpu_;                     // how CUDA device memory is registered
   DeviceOps* stage_ops_ = nullptr;  // set on the staging path: copies device memory
   friend class RdmaCq;
 };

@@ -11,8 +11,7 @@
 namespace gw::drv::rdma {
 
 uint8_t RdmaEndpoint::stripes_for(uint64_t len) const {
-  return static_cast<uint8_t>(
-      std::clamp<uint64_t>(len / t_->opts().min_stripe, 1, lanes_.size()));
+  return static_cast<uint8_t>(std::clamp<uint64_t>(len / t_->opts().min_stripe, 1, lanes_.size()));
 }
 
 int RdmaEndpoint::find_unexpected(uint64_t tag) const {
@@ -36,8 +35,8 @@ void RdmaEndpoint::pull(Unexpected& u) {
   if (free_rndv_.empty() || txq_.full()) return;
   core::UBuf buf;
   if (!t_->store().take(u.len, &buf)) return;  // beyond the budget: wait for the receive
-  MrPtr mr(ibv_reg_mr(t_->pd(), buf.p.get(), u.len,
-                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  MrPtr mr(
+      ibv_reg_mr(t_->pd(), buf.p.get(), u.len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (!mr) {  // e.g. the locked-memory limit: wait for the receive instead
     t_->store().give(std::move(buf), u.len);
     return;

@@ -23,17 +23,17 @@ struct Hello {
   uint32_t magic = kHelloMagic;
   uint16_t version = kWireVersion;
   uint16_t lid = 0;
-  uint64_t key = 0;           ///< ConnectParams::key: pairs the hello with a connect() call
+  uint64_t key = 0;  ///< ConnectParams::key: pairs the hello with a connect() call
   uint32_t qpn = 0;
   uint32_t psn = 0;
   uint8_t gid[16] = {};
-  uint8_t mtu = 0;            ///< enum ibv_mtu of the sender's port
-  uint8_t reject = 0;         ///< passive side: nonzero = refused (see reason in the log)
-  uint8_t nqps = 1;           ///< queue pairs offered (1..kMaxQps); both sides use the fewer
+  uint8_t mtu = 0;     ///< enum ibv_mtu of the sender's port
+  uint8_t reject = 0;  ///< passive side: nonzero = refused (see reason in the log)
+  uint8_t nqps = 1;    ///< queue pairs offered (1..kMaxQps); both sides use the fewer
   uint8_t pad = 0;
-  uint32_t recv_depth = 0;    ///< receive buffers the sender posted: the peer's first credits
-  uint32_t eager_bytes = 0;   ///< payload capacity of each receive buffer
-  uint32_t credit_rkey = 0;   ///< where the peer RDMA-writes its credit counter
+  uint32_t recv_depth = 0;   ///< receive buffers the sender posted: the peer's first credits
+  uint32_t eager_bytes = 0;  ///< payload capacity of each receive buffer
+  uint32_t credit_rkey = 0;  ///< where the peer RDMA-writes its credit counter
   uint64_t credit_addr = 0;
   uint32_t qpn_more[kMaxQps - 1] = {};  ///< QPNs of queue pairs 1.. (data only)
   uint32_t pad2 = 0;
@@ -41,17 +41,17 @@ struct Hello {
 static_assert(sizeof(Hello) == 96);
 
 enum class MsgType : uint8_t {
-  kEager = 1,  ///< header + payload
-  kRts = 2,    ///< rendezvous request: tag, len, id = sender's send slot
-  kCts = 3,    ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the
-               ///< buffer, stripes = queue pairs to spread the data over
-  kReject = 4, ///< the matching receive was too small: id = send slot (message dropped)
-  kAdv = 5,    ///< a receive posted ahead: tag, len, addr/rkey, id2 = receiver's slot,
-               ///< stripes, id = eager+RTS messages the receiver had matched when posting it
-  kWin = 6,    ///< clear to send one window of a message whose receive is staged through host
-               ///< memory (CUDA without GPUDirect): id = send slot, id2 = receiver's slot,
-               ///< tag = offset in the message, len = window bytes, addr/rkey = a staging
-               ///< buffer; one stripe. The windows come in message order, back to back.
+  kEager = 1,   ///< header + payload
+  kRts = 2,     ///< rendezvous request: tag, len, id = sender's send slot
+  kCts = 3,     ///< clear to send: id = send slot, id2 = receiver's slot, addr/rkey of the
+                ///< buffer, stripes = queue pairs to spread the data over
+  kReject = 4,  ///< the matching receive was too small: id = send slot (message dropped)
+  kAdv = 5,     ///< a receive posted ahead: tag, len, addr/rkey, id2 = receiver's slot,
+                ///< stripes, id = eager+RTS messages the receiver had matched when posting it
+  kWin = 6,     ///< clear to send one window of a message whose receive is staged through host
+                ///< memory (CUDA without GPUDirect): id = send slot, id2 = receiver's slot,
+                ///< tag = offset in the message, len = window bytes, addr/rkey = a staging
+                ///< buffer; one stripe. The windows come in message order, back to back.
 };
 
 /// Header of every SEND on the queue pair, except compact eager messages: a SEND with
@@ -63,7 +63,7 @@ struct MsgHdr {
   uint8_t type = 0;
   uint8_t version = kWireVersion;
   uint16_t stripes = 0;  ///< CTS: stripes (1..queue pairs), each ends with WRITE with immediate
-  uint32_t posted = 0;  ///< receives the sender has posted so far (credits, wrapping)
+  uint32_t posted = 0;   ///< receives the sender has posted so far (credits, wrapping)
   uint32_t id = 0;
   uint32_t id2 = 0;
   uint64_t tag = 0;
@@ -108,8 +108,8 @@ inline const char* check_msg(const MsgHdr& h, size_t payload, uint64_t eager_byt
     case MsgType::kWin:
       if (payload != 0 || !send || !send->used || !(send->awaiting_cts || send->windowed))
         return "window for a send that is not waiting for one";
-      if (h.tag != (send->windowed ? send->win_next : 0) || h.len == 0 ||
-          h.tag > send->len || h.len > send->len - h.tag || h.rkey == 0 || h.stripes != 1)
+      if (h.tag != (send->windowed ? send->win_next : 0) || h.len == 0 || h.tag > send->len ||
+          h.len > send->len - h.tag || h.rkey == 0 || h.stripes != 1)
         return "window out of order or beyond the message";
       return nullptr;
     case MsgType::kAdv:

@@ -77,8 +77,8 @@ void TcpEndpoint::flush(Stream& s) {
     size_t asked = 0;
     for (int i = 0; i < niov; ++i) asked += iov[i].iov_len;
     if (left < asked) s.writable = false;  // socket buffer full; EPOLLOUT says when it drains
-    while (left > 0 || (!s.txq.empty() && s.txq.front().done ==
-                                              sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
+    while (left > 0 || (!s.txq.empty() &&
+                        s.txq.front().done == sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
       Chunk& c = s.txq.front();
       size_t total = sizeof(FrameHeader) + c.hdr.chunk_len;
       size_t take = std::min(left, total - c.done);
@@ -262,8 +262,7 @@ int TcpEndpoint::match_new(const FrameHeader& h) {
     if (auto pool = t_->rx_pool(); pool.ok()) {
       x.device = true;
     } else {
-      t_->log_->warn("tcp: dropped a message from {}: {}", peer_name_,
-                     pool.status().to_string());
+      t_->log_->warn("tcp: dropped a message from {}: {}", peer_name_, pool.status().to_string());
       core_.reject(m, Code::kNotSupported);
     }
   }

@@ -80,9 +80,9 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
         break;
       }
     }
-    const int chunks = dev ? static_cast<int>((r.len + tx_pool_->chunk_bytes() - 1) /
-                                              tx_pool_->chunk_bytes())
-                           : chunks_for(r.len);
+    const int chunks =
+        dev ? static_cast<int>((r.len + tx_pool_->chunk_bytes() - 1) / tx_pool_->chunk_bytes())
+            : chunks_for(r.len);
     // Messages below 16 KiB stay on stream 0 (latency); larger ones rotate or stripe.
     const size_t first = (chunks == 1 && r.len < kLatencyMax) ? 0 : rr_ % nstreams;
     const size_t per_stream = (static_cast<size_t>(chunks) + nstreams - 1) / nstreams;
@@ -102,7 +102,11 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
       uint64_t off = std::min<uint64_t>(c * chunk, r.len);
       uint64_t len = std::min<uint64_t>(chunk, r.len - off);
       Chunk ch{make_data_header(r.tag, r.len, seq, off, static_cast<uint32_t>(len)),
-               p && !dev ? p + off : nullptr, slot, 0, dev ? p + off : nullptr, -1};
+               p && !dev ? p + off : nullptr,
+               slot,
+               0,
+               dev ? p + off : nullptr,
+               -1};
       streams_[(first + c) % nstreams]->txq.push(ch);
     }
     if (chunks > 1 || r.len >= kLatencyMax) ++rr_;

@@ -56,15 +56,15 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   };
   /// What tcp adds to the core's message (same slot numbers).
   struct MsgExt {
-    bool device = false;   // the receive buffer is device memory (staged)
-    uint32_t copies = 0;   // host-to-device copies still in flight
+    bool device = false;  // the receive buffer is device memory (staged)
+    uint32_t copies = 0;  // host-to-device copies still in flight
     uint64_t received = 0;
   };
   static constexpr int kMaxInMsgs = 128;
   static constexpr size_t kStageSize = 32 * 1024;
   static constexpr size_t kTlsPack = 16 * 1024;   // one TLS record of small parts
   static constexpr uint64_t kLatencyMax = 16384;  // smaller messages stay on stream 0
-  static constexpr int kMaxReadsPerPoll = 32;      // one busy stream must not starve others
+  static constexpr int kMaxReadsPerPoll = 32;     // one busy stream must not starve others
 
   bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) override;
   int chunks_for(uint64_t len) const;

@@ -15,9 +15,9 @@ struct Chunk {
   FrameHeader hdr;
   const uint8_t* payload = nullptr;  // null for device memory until its staging copy is done
   int send_slot = -1;
-  size_t done = 0;  // bytes of header + payload already written
-  const uint8_t* dev = nullptr;      // device memory to stage (drivers/tcp/tcp_staging.cc)
-  int stage_slot = -1;               // its slot in the endpoint's send pool
+  size_t done = 0;               // bytes of header + payload already written
+  const uint8_t* dev = nullptr;  // device memory to stage (drivers/tcp/tcp_staging.cc)
+  int stage_slot = -1;           // its slot in the endpoint's send pool
 };
 
 }  // namespace gw::drv::tcp

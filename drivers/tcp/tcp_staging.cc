@@ -19,9 +19,10 @@ Result<std::unique_ptr<StagingPool>> TcpTransport::make_pool(const std::string& 
   o.slots = std::max<uint32_t>(o.slots, static_cast<uint32_t>(opts_.streams));
   auto pool = StagingPool::create(dev_, o, "tcp " + owner);
   if (pool.ok()) {
-    log_->info("tcp: {}: CUDA device memory is staged through {} pinned host slots of {} KiB "
-               "(TCP has no GPUDirect path)",
-               owner, (*pool)->slots(), (*pool)->chunk_bytes() / 1024);
+    log_->info(
+        "tcp: {}: CUDA device memory is staged through {} pinned host slots of {} KiB "
+        "(TCP has no GPUDirect path)",
+        owner, (*pool)->slots(), (*pool)->chunk_bytes() / 1024);
   }
   return pool;
 }

@@ -106,15 +106,16 @@ Result<std::unique_ptr<TlsContext>> TlsContext::make(const auth::KeyPtr& key) {
     return Status(Code::kInternal, "tcp: deriving the TLS key failed");
   }
   t->ctx_ = SSL_CTX_new(TLS_method());
-  if (!t->ctx_) return Status(Code::kInternal, "tcp: SSL_CTX_new: " + ssl_error_text(ERR_get_error()));
+  if (!t->ctx_)
+    return Status(Code::kInternal, "tcp: SSL_CTX_new: " + ssl_error_text(ERR_get_error()));
   SSL_CTX_set_min_proto_version(t->ctx_, TLS1_3_VERSION);
   SSL_CTX_set_max_proto_version(t->ctx_, TLS1_3_VERSION);
   if (SSL_CTX_set_ciphersuites(t->ctx_, "TLS_AES_128_GCM_SHA256") != 1)
     return Status(Code::kInternal, "tcp: no TLS_AES_128_GCM_SHA256 in this OpenSSL");
   SSL_CTX_set_mode(t->ctx_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // No tickets (every stream is a fresh PSK handshake), EOF without close_notify is a close.
-  SSL_CTX_set_options(t->ctx_, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                   SSL_OP_ENABLE_KTLS);
+  SSL_CTX_set_options(t->ctx_,
+                      SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_ENABLE_KTLS);
   SSL_CTX_set_num_tickets(t->ctx_, 0);
   SSL_CTX_set_app_data(t->ctx_, t.get());
   SSL_CTX_set_psk_use_session_callback(t->ctx_, use_psk);

@@ -1,8 +1,8 @@
 // TcpTransport: configuration, listening, connection set-up, progress loop, registration.
 #include "tcp_transport.h"
 
-#include <sys/epoll.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -41,8 +41,7 @@ GW_REGISTER_DRIVER(
     {"tcp.unexpected_bytes", ConfigType::kInt, "67108864",
      "buffer for messages that arrive before their receive; beyond it the sender waits"},
     {"tcp.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
-    {"tcp.max_outstanding", ConfigType::kInt, "1024",
-     "posted sends (and receives) per endpoint"},
+    {"tcp.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
     {"tcp.cq_depth", ConfigType::kInt, "65536", "completions held before poll() drains them"},
     {"tcp.sndbuf", ConfigType::kInt, "0", "SO_SNDBUF bytes (0: kernel autotuning)"},
     {"tcp.rcvbuf", ConfigType::kInt, "0", "SO_RCVBUF bytes (0: kernel autotuning)"},
@@ -163,8 +162,7 @@ Status TcpTransport::init(const Config& cfg) {
 
 TcpTransport::~TcpTransport() = default;
 
-Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p,
-                                                        Deadline deadline) {
+Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
   if (p.remote.driver() != "tcp" || p.remote.version() != 1) {
     return Status(Code::kInvalidArgument, "tcp: address of " + who + " is for driver '" +
@@ -277,8 +275,7 @@ bool TcpTransport::drive_parked_tls() {
     if (io == TlsIo::kOk) {
       pk.tls_ready = true;
       ++counters_.tls_handshakes;
-    } else if ((io == TlsIo::kWantRead || io == TlsIo::kWantWrite) &&
-               Clock::now() < pk.tls_until) {
+    } else if ((io == TlsIo::kWantRead || io == TlsIo::kWantWrite) && Clock::now() < pk.tls_until) {
       running = true;
     } else {
       // Every stream of that peer goes: its connect() learns from the closed sockets, ours
@@ -327,8 +324,8 @@ Result<std::vector<SslPtr>> TcpTransport::client_tls(const std::vector<Fd>& fds,
     }
     if (left == 0) break;
     if (deadline.expired()) {
-      return Status(Code::kTimeout, "tcp: TLS handshake with " + who +
-                                        " did not finish in time; is it running?");
+      return Status(Code::kTimeout,
+                    "tcp: TLS handshake with " + who + " did not finish in time; is it running?");
     }
     // Answer peers that dial us meanwhile (their handshakes too), then wait a little.
     GW_RETURN_IF_ERROR(progress({none, 0}).status());
@@ -369,8 +366,8 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
       tx |= !sp->txq.empty();
       // Data left unread (a read budget ran out) or room to send: no edge will announce it,
       // so sleeping now would wait for the timeout.
-      ready |= (sp->readable && sp->rx != Stream::Rx::kStalled) ||
-               (sp->writable && !sp->txq.empty());
+      ready |=
+          (sp->readable && sp->rx != Stream::Rx::kStalled) || (sp->writable && !sp->txq.empty());
     }
   }
   if (!rx_copies_.empty()) {
@@ -397,8 +394,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
 
       Stream& s = *sp;
       if (s.writable && !s.txq.empty()) ep->flush(s);
-      if (s.readable || s.stage_end > s.stage_begin || s.rx == Stream::Rx::kStalled)
-        ep->read(s);
+      if (s.readable || s.stage_end > s.stage_begin || s.rx == Stream::Rx::kStalled) ep->read(s);
     }
   }
   if (listener_.needs_tick()) listener_.tick();
@@ -439,9 +435,8 @@ Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, Me
   }
   if (kind == MemKind::kCudaDevice) {
     if (!dev_) {
-      return Status(Code::kNotSupported,
-                    "tcp: cannot register CUDA device memory: " + dev_why_ +
-                        "; register host or pinned (cuda-host) memory");
+      return Status(Code::kNotSupported, "tcp: cannot register CUDA device memory: " + dev_why_ +
+                                             "; register host or pinned (cuda-host) memory");
     }
   }
   return MemoryRegion(addr, length, kind, 0, nullptr);
@@ -449,13 +444,16 @@ Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, Me
 
 std::map<std::string, uint64_t> TcpTransport::stats() const {
   const auto& c = counters_;
-  std::map<std::string, uint64_t> m = {
-          {"bytes_sent", c.bytes_sent},         {"bytes_received", c.bytes_received},
-          {"msgs_sent", c.msgs_sent},           {"rx_stalls", c.rx_stalls},
-          {"protocol_errors", c.protocol_errors}, {"rejected_conns", listener_.rejected()},
-          {"tls_handshakes", c.tls_handshakes},
-          {"endpoints", eps_.size()},
-          {"staged_tx_bytes", c.staged_tx_bytes}, {"staged_rx_bytes", c.staged_rx_bytes}};
+  std::map<std::string, uint64_t> m = {{"bytes_sent", c.bytes_sent},
+                                       {"bytes_received", c.bytes_received},
+                                       {"msgs_sent", c.msgs_sent},
+                                       {"rx_stalls", c.rx_stalls},
+                                       {"protocol_errors", c.protocol_errors},
+                                       {"rejected_conns", listener_.rejected()},
+                                       {"tls_handshakes", c.tls_handshakes},
+                                       {"endpoints", eps_.size()},
+                                       {"staged_tx_bytes", c.staged_tx_bytes},
+                                       {"staged_rx_bytes", c.staged_rx_bytes}};
   core_.add_stats(m);
   return m;
 }

@@ -15,9 +15,9 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_listener.h"
+#include "gw_socket.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
-#include "gw_socket.h"
 #include "tcp_slots.h"
 #include "tcp_tls.h"
 #include "tcp_wire.h"
@@ -67,15 +67,15 @@ struct Stream : PollItem {
   // kStageSize of its payload through `stage` (one more copy) instead of straight into place.
   bool big = false;
   FrameHeader hdr{};
-  int msg = -1;                       // InMsg slot of the chunk being read
-  uint8_t* dst = nullptr;             // where the payload goes; null = discard
+  int msg = -1;            // InMsg slot of the chunk being read
+  uint8_t* dst = nullptr;  // where the payload goes; null = discard
   uint64_t chunk_left = 0;
   // Device-memory staging (tcp_staging.cc): receive slot being filled, send slots held.
-  bool rx_staged = false;             // the payload goes to device memory through a slot
+  bool rx_staged = false;  // the payload goes to device memory through a slot
   int rx_slot = -1;
   size_t rx_fill = 0;
-  uint8_t* rx_slot_dst = nullptr;     // device address of the slot's first byte
-  uint32_t tx_staged = 0;             // send slots held by chunks of this stream
+  uint8_t* rx_slot_dst = nullptr;  // device address of the slot's first byte
+  uint32_t tx_staged = 0;          // send slots held by chunks of this stream
 };
 
 struct Options {
@@ -189,12 +189,12 @@ class TcpTransport final : public Transport {
   TcpCq cq_;
   core::TransportCore core_;
   std::vector<TcpEndpoint*> eps_;
-  std::multimap<uint64_t, Parked> parked_;  // key -> HELLOed sockets
+  std::multimap<uint64_t, Parked> parked_;       // key -> HELLOed sockets
   std::map<uint64_t, std::string> tls_refused_;  // key -> why a parked handshake failed
-  bool parked_tls_ = false;                  // some parked TLS handshake still runs
+  bool parked_tls_ = false;                      // some parked TLS handshake still runs
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
-  DeviceOps* dev_ = nullptr;         // null: no usable GPU (dev_why_ says why)
+  DeviceOps* dev_ = nullptr;  // null: no usable GPU (dev_why_ says why)
   std::string dev_why_;
   std::unique_ptr<StagingPool> rx_pool_;
   std::unique_ptr<TlsContext> tls_;  // tcp.tls=on

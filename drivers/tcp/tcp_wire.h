@@ -39,20 +39,21 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 48);
 
-inline FrameHeader make_data_header(uint64_t tag, uint64_t msg_len, uint64_t seq,
-                                    uint64_t offset, uint32_t chunk_len) {
-  return FrameHeader{kMagic, kVersion, static_cast<uint8_t>(FrameType::kData), 0, chunk_len,
-                     0, tag, msg_len, seq, offset};
+inline FrameHeader make_data_header(uint64_t tag, uint64_t msg_len, uint64_t seq, uint64_t offset,
+                                    uint32_t chunk_len) {
+  return FrameHeader{
+      kMagic, kVersion, static_cast<uint8_t>(FrameType::kData), 0, chunk_len, 0, tag, msg_len,
+      seq,    offset};
 }
 
 /// Hello flag: the dialling side runs TLS on this stream (tcp.tls=on); the MACs of the key's
 /// challenge cover it, so it cannot be stripped on the way.
 inline constexpr uint16_t kHelloTls = 1;
 
-inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index,
-                              uint16_t flags = 0) {
-  return FrameHeader{kMagic, kVersion, static_cast<uint8_t>(FrameType::kHello), flags, 0, 0, key,
-                     streams, 0, index};
+inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index, uint16_t flags = 0) {
+  return FrameHeader{
+      kMagic, kVersion, static_cast<uint8_t>(FrameType::kHello), flags, 0, 0, key, streams,
+      0,      index};
 }
 
 /// Checks a received header before anything is done with it; `max_msg` bounds msg_len so a

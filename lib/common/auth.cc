@@ -46,8 +46,7 @@ Result<KeyPtr> read_key_file(const char* path) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return Status(Code::kInvalidArgument, "auth: key file " + p + " has mode " + mode +
-                                              ": group or others may read it; run chmod 600 " +
-                                              p);
+                                              ": group or others may read it; run chmod 600 " + p);
   }
   std::string key(kMaxKeyFile + 1, '\0');
   ssize_t n = ::read(fd.get(), key.data(), key.size());
@@ -59,8 +58,10 @@ Result<KeyPtr> read_key_file(const char* path) {
     return Status(Code::kInvalidArgument, "auth: key file " + p + " is over 4096 bytes");
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   if (key.empty())
-    return Status(Code::kInvalidArgument, "auth: key file " + p + " is empty; put the job's "
-                                          "key in it (e.g. openssl rand -hex 32 > " + p + ")");
+    return Status(Code::kInvalidArgument, "auth: key file " + p +
+                                              " is empty; put the job's "
+                                              "key in it (e.g. openssl rand -hex 32 > " +
+                                              p + ")");
   return std::make_shared<const std::string>(std::move(key));
 }
 
@@ -73,8 +74,9 @@ Result<KeyPtr> read_key() {
   if (file) return read_key_file(file);
   if (!env) return KeyPtr();
   if (!*env)
-    return Status(Code::kInvalidArgument, "auth: GW_AUTH_KEY is set but empty; unset it or "
-                                          "give the job's key");
+    return Status(Code::kInvalidArgument,
+                  "auth: GW_AUTH_KEY is set but empty; unset it or "
+                  "give the job's key");
   return std::make_shared<const std::string>(env);
 }
 
@@ -181,8 +183,9 @@ Server::Next Server::on_proof(const uint8_t* in, uint8_t* out) {
   const bool ok = CRYPTO_memcmp(want, in, kMac) == 0;
   put32(out, ok ? kOk : kRefused);
   if (ok) return Next::kAccept;
-  why_ = "authentication failed: wrong or missing key (the peer's proof does not match); set "
-         "GW_AUTH_KEY to the job's key on every rank";
+  why_ =
+      "authentication failed: wrong or missing key (the peer's proof does not match); set "
+      "GW_AUTH_KEY to the job's key on every rank";
   return Next::kRefuse;
 }
 
@@ -199,8 +202,9 @@ Status read_exact(int fd, uint8_t* buf, size_t n, const std::string& pre, Deadli
       continue;
     }
     if (r == 0 || (errno != EAGAIN && errno != EINTR))
-      return Status(Code::kUnavailable, pre + "closed the connection during authentication "
-                                              "(it refused this rank; see its log)");
+      return Status(Code::kUnavailable, pre +
+                                            "closed the connection during authentication "
+                                            "(it refused this rank; see its log)");
     if (deadline.expired())
       return Status(Code::kTimeout, pre + "did not answer the authentication in time");
     if (idle) GW_RETURN_IF_ERROR(idle());
@@ -212,8 +216,7 @@ Status read_exact(int fd, uint8_t* buf, size_t n, const std::string& pre, Deadli
 
 }  // namespace
 
-Client::Client(KeyPtr key, std::string_view ctx, const void* hello, size_t n,
-               std::string who)
+Client::Client(KeyPtr key, std::string_view ctx, const void* hello, size_t n, std::string who)
     : key_(std::move(key)), who_(std::move(who)) {
   keyless_hello(hello_);
   hello_[5] = key_ != nullptr;
@@ -227,8 +230,9 @@ Client::Client(KeyPtr key, std::string_view ctx, const void* hello, size_t n,
 Status Client::on_server_hello(const uint8_t* in, uint8_t* proof, bool* send_proof) {
   *send_proof = false;
   if (get32(in) != kMagic || in[4] != kVersion)
-    return Status(Code::kProtocolError, failed_ + "it answered with no authentication block "
-                                                  "(a gradwire peer of another version?)");
+    return Status(Code::kProtocolError, failed_ +
+                                            "it answered with no authentication block "
+                                            "(a gradwire peer of another version?)");
   switch (in[6]) {
     case kTaken:
       return Status();

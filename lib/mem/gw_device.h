@@ -157,5 +157,5 @@ class StreamHandle {
 }  // namespace gw
 
 /// In a GPU driver: `GW_REGISTER_DEVICE_OPS(cuda, &the_table);` installs it at load time.
-#define GW_REGISTER_DEVICE_OPS(name, ops_ptr)                                          \
+#define GW_REGISTER_DEVICE_OPS(name, ops_ptr) \
   static const bool gw_device_ops_##name = (::gw::set_device_ops(ops_ptr), true)

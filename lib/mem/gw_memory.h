@@ -14,9 +14,12 @@ enum class MemKind : uint8_t {
 
 inline const char* mem_kind_name(MemKind k) {
   switch (k) {
-    case MemKind::kHost: return "host";
-    case MemKind::kCudaHost: return "cuda-host";
-    case MemKind::kCudaDevice: return "cuda";
+    case MemKind::kHost:
+      return "host";
+    case MemKind::kCudaHost:
+      return "cuda-host";
+    case MemKind::kCudaDevice:
+      return "cuda";
   }
   return "unknown";
 }

@@ -34,8 +34,10 @@ void CompletionSink::reserve_event() {
 
 void CompletionSink::overflow(const Completion& c) {
   // Every push is reserved, so this is a driver bug; still, never drop a completion.
-  log::get("gw.transport")->error("transport core: completion pushed without a reservation "
-                                  "(a driver bug; please report it)");
+  log::get("gw.transport")
+      ->error(
+          "transport core: completion pushed without a reservation "
+          "(a driver bug; please report it)");
   grow(ring_.capacity() * 2 + 64);
   ring_.push(c);
 }
@@ -87,8 +89,8 @@ void UnexpectedStore::give(UBuf b, uint64_t len) {
 
 // --- TransportCore ---
 
-void TransportCore::init(const char* driver, std::shared_ptr<spdlog::logger> log,
-                         size_t cq_depth, size_t max_any, uint64_t unexpected_budget) {
+void TransportCore::init(const char* driver, std::shared_ptr<spdlog::logger> log, size_t cq_depth,
+                         size_t max_any, uint64_t unexpected_budget) {
   driver_ = driver;
   log_ = std::move(log);
   sink_.init(cq_depth);
@@ -105,9 +107,9 @@ void TransportCore::add_stats(std::map<std::string, uint64_t>& m) const {
 }
 
 bool TransportCore::request_abort(std::string_view reason) {
-  return abort_.request(Status(Code::kAborted, std::string(driver_) + ": transport aborted: " +
-                                                   (reason.empty() ? std::string("no reason given")
-                                                                   : std::string(reason))));
+  return abort_.request(Status(
+      Code::kAborted, std::string(driver_) + ": transport aborted: " +
+                          (reason.empty() ? std::string("no reason given") : std::string(reason))));
 }
 
 void TransportCore::fail_any(Code code) {
@@ -202,8 +204,7 @@ bool EndpointCore::set_error(const Status& st, bool orderly, bool sends_pending)
 }
 
 void log_failure(spdlog::logger& log, const Status& st, bool orderly, bool pending) {
-  log.log(orderly && !pending ? spdlog::level::debug : spdlog::level::warn, "{}",
-          st.to_string());
+  log.log(orderly && !pending ? spdlog::level::debug : spdlog::level::warn, "{}", st.to_string());
 }
 
 bool EndpointCore::has_pending() const {
@@ -269,15 +270,15 @@ Status bad_send(const char* driver, const std::string& peer, const SendRequest& 
     return Status(Code::kInvalidArgument,
                   d + ": send to " + peer + " with tag kAnyTag (it is for receives only)");
   if (r.buf == nullptr)
-    return Status(Code::kInvalidArgument, d + ": send of " + std::to_string(r.len) +
-                                              " bytes to " + peer + " from a null buffer");
+    return Status(Code::kInvalidArgument, d + ": send of " + std::to_string(r.len) + " bytes to " +
+                                              peer + " from a null buffer");
   if (r.len > max_message)
     return Status(Code::kInvalidArgument,
-                  d + ": send of " + std::to_string(r.len) + " bytes to " + peer +
-                      " exceeds " + d + ".max_message_bytes = " + std::to_string(max_message) +
+                  d + ": send of " + std::to_string(r.len) + " bytes to " + peer + " exceeds " + d +
+                      ".max_message_bytes = " + std::to_string(max_message) +
                       "; raise it on every rank or split the message");
-  return Status(Code::kInvalidArgument, d + ": send buffer to " + peer +
-                                            " is outside its memory region; register it");
+  return Status(Code::kInvalidArgument,
+                d + ": send buffer to " + peer + " is outside its memory region; register it");
 }
 
 Status bad_recv(const char* driver, const std::string& peer, const RecvRequest& r) {
@@ -285,8 +286,8 @@ Status bad_recv(const char* driver, const std::string& peer, const RecvRequest& 
   if (r.buf == nullptr)
     return Status(Code::kInvalidArgument, d + ": receive of " + std::to_string(r.len) +
                                               " bytes from " + peer + " into a null buffer");
-  return Status(Code::kInvalidArgument, d + ": receive buffer for " + peer +
-                                            " is outside its memory region; register it");
+  return Status(Code::kInvalidArgument,
+                d + ": receive buffer for " + peer + " is outside its memory region; register it");
 }
 
 }  // namespace gw::core

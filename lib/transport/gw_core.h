@@ -37,8 +37,8 @@ struct InMsg {
   bool claim_err = false;  // ... whose buffer was too small (reported already)
   Dest dest = Dest::kUser;
   uint64_t seq = 0, tag = 0, len = 0, arrival = 0;
-  int unode = -1;          // node in the unexpected list while unclaimed
-  uint8_t* base = nullptr; // where the bytes go; null: drop them
+  int unode = -1;           // node in the unexpected list while unclaimed
+  uint8_t* base = nullptr;  // where the bytes go; null: drop them
   UBuf ubuf;
   RecvRequest req;
 };
@@ -188,8 +188,8 @@ class EndpointCore {
   SlotList<TransportCore::Posted> recvs_;
   std::vector<InMsg> msgs_;
   std::vector<int> free_;
-  SlotList<int> unexp_;    // unclaimed unexpected messages (slots), oldest first
-  size_t outstanding_ = 0; // completions reserved by this endpoint, not yet pushed
+  SlotList<int> unexp_;          // unclaimed unexpected messages (slots), oldest first
+  size_t outstanding_ = 0;       // completions reserved by this endpoint, not yet pushed
   bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
 };
 

@@ -6,7 +6,6 @@
 
 namespace gw::core {
 
-
 inline int EndpointCore::begin(uint64_t seq, uint64_t tag, uint64_t len) {
   if (free_.empty()) return -1;
   int ri = recvs_.head();
@@ -115,7 +114,6 @@ Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep p
   }
   return n;
 }
-
 
 [[gnu::cold]] Status bad_send(const char* driver, const std::string& peer, const SendRequest& r,
                               uint64_t max_message);

@@ -46,9 +46,7 @@ class Address {
   std::string_view driver() const;
   uint8_t version() const { return bytes_[8]; }
   std::span<const uint8_t> payload() const { return {bytes_.data() + kHeader, size_ - kHeader}; }
-  std::string_view bytes() const {
-    return {reinterpret_cast<const char*>(bytes_.data()), size_};
-  }
+  std::string_view bytes() const { return {reinterpret_cast<const char*>(bytes_.data()), size_}; }
 
  private:
   std::array<uint8_t, kMaxSize> bytes_{};
@@ -67,7 +65,10 @@ class MemoryRegion {
   MemoryRegion() = default;
   MemoryRegion(void* addr, size_t length, MemKind kind, uint64_t remote_key,
                std::unique_ptr<MrHandle> handle)
-      : addr_(addr), length_(length), kind_(kind), remote_key_(remote_key),
+      : addr_(addr),
+        length_(length),
+        kind_(kind),
+        remote_key_(remote_key),
         handle_(std::move(handle)) {}
   MemoryRegion(MemoryRegion&&) noexcept = default;
   MemoryRegion& operator=(MemoryRegion&&) noexcept = default;
@@ -100,8 +101,8 @@ inline constexpr uint64_t kAnyTag = ~uint64_t{0};
 struct SendRequest {
   const void* buf = nullptr;
   size_t len = 0;
-  uint64_t tag = 0;                   ///< must not be kAnyTag
-  uint64_t wr_id = 0;                 ///< returned in the completion
+  uint64_t tag = 0;    ///< must not be kAnyTag
+  uint64_t wr_id = 0;  ///< returned in the completion
   /// Must cover buf; may be null if !requires_registration. The region (this object, at
   /// this address) must outlive the request's completion, as its memory must.
   const MemoryRegion* mr = nullptr;
@@ -109,10 +110,10 @@ struct SendRequest {
 
 struct RecvRequest {
   void* buf = nullptr;
-  size_t len = 0;                     ///< capacity; a longer message fails this receive
-  uint64_t tag = 0;                   ///< or kAnyTag
+  size_t len = 0;    ///< capacity; a longer message fails this receive
+  uint64_t tag = 0;  ///< or kAnyTag
   uint64_t wr_id = 0;
-  const MemoryRegion* mr = nullptr;   ///< as SendRequest::mr
+  const MemoryRegion* mr = nullptr;  ///< as SendRequest::mr
 };
 
 enum class Op : uint8_t {
@@ -165,8 +166,8 @@ struct ConnectParams {
   Address remote;
   uint64_t key = 0;
   bool active = false;
-  uint32_t peer_id = 0;     ///< caller's id for the peer (its rank); echoed in completions
-  std::string peer_name;    ///< for error messages, e.g. "rank 3"
+  uint32_t peer_id = 0;   ///< caller's id for the peer (its rank); echoed in completions
+  std::string peer_name;  ///< for error messages, e.g. "rank 3"
   /// Optional, accepting side only: called between the driver's polls (every few ms) while it
   /// waits for the peer to dial. An error stops the wait and connect() returns it, e.g. when
   /// the job learnt meanwhile that this peer, or the rank it waits on, is gone (Group::create
@@ -211,9 +212,9 @@ struct TransportProperties {
   uint64_t link_speed_mbps = 0;          ///< 0 if unknown
   std::vector<MemKind> zero_copy_kinds;  ///< kinds moved without a staging copy
   size_t max_message_size = 0;
-  bool one_sided = false;                ///< has RDMA-style one-sided writes
-  bool requires_registration = false;    ///< SendRequest/RecvRequest.mr must be set
-  size_t max_outstanding = 0;            ///< per endpoint and direction
+  bool one_sided = false;              ///< has RDMA-style one-sided writes
+  bool requires_registration = false;  ///< SendRequest/RecvRequest.mr must be set
+  size_t max_outstanding = 0;          ///< per endpoint and direction
 };
 
 /// One driver on one device.

@@ -61,6 +61,6 @@ class DriverRegistrar {
 }  // namespace gw
 
 /// GW_REGISTER_DRIVER(tcp, 10, open_fn, {"tcp.streams", kInt, "1", "help"}, ...)
-#define GW_REGISTER_DRIVER(name, priority, open_fn, ...)    \
-  GW_CONFIG_KEYS(name, __VA_ARGS__);                        \
+#define GW_REGISTER_DRIVER(name, priority, open_fn, ...) \
+  GW_CONFIG_KEYS(name, __VA_ARGS__);                     \
   static const ::gw::DriverRegistrar gw_driver_##name { #name, priority, open_fn }

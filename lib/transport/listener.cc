@@ -10,14 +10,13 @@
 
 namespace gw::core {
 
-Status HelloListener::open(const char* driver, std::shared_ptr<spdlog::logger> log,
-                           SockAddr& at, size_t hello_bytes, int hello_timeout_ms, Check check,
-                           Take take) {
+Status HelloListener::open(const char* driver, std::shared_ptr<spdlog::logger> log, SockAddr& at,
+                           size_t hello_bytes, int hello_timeout_ms, Check check, Take take) {
   driver_ = driver;
   log_ = std::move(log);
   if (hello_bytes == 0 || hello_bytes > kMaxHello)
-    return Status(Code::kInvalidArgument, std::string(driver) + ": hello of " +
-                                              std::to_string(hello_bytes) + " bytes");
+    return Status(Code::kInvalidArgument,
+                  std::string(driver) + ": hello of " + std::to_string(hello_bytes) + " bytes");
   GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   hello_bytes_ = hello_bytes;
   hello_timeout_ = Millis(hello_timeout_ms);
@@ -92,7 +91,7 @@ void HelloListener::read_hello(Pending* p) {
   // Read exactly each stage's bytes: what follows the last belongs to the driver.
   const char* why = "";
   while (why && !*why) {
-    const size_t need = p->stage == 0 ? hello_bytes_
+    const size_t need = p->stage == 0   ? hello_bytes_
                         : p->stage == 1 ? auth::kClientHello
                                         : auth::kMac;
     uint8_t* dst = p->stage == 0 ? p->hello : p->in;
@@ -179,9 +178,10 @@ void HelloListener::count(const std::string& why, const std::string& from) {
   if (!why.empty() && !logged_any_) {  // the first one says exactly what and from where
     logged_any_ = true;
     logged_at_ = now;
-    log_->warn("{}: refused an incoming connection{}: {} (a peer of another job or version, "
-               "or not gradwire; further refusals are summed up every {} s)",
-               driver_, from.empty() ? "" : " from " + from, why, kLogEvery.count() / 1000);
+    log_->warn(
+        "{}: refused an incoming connection{}: {} (a peer of another job or version, "
+        "or not gradwire; further refusals are summed up every {} s)",
+        driver_, from.empty() ? "" : " from " + from, why, kLogEvery.count() / 1000);
     return;
   }
   if (!why.empty()) ++unlogged_[why];

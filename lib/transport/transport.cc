@@ -3,17 +3,18 @@
 #include <cstring>
 #include <mutex>
 
-#include "gw_transport_driver.h"
 #include "gw_build_config.h"
+#include "gw_transport_driver.h"
 #include "log.h"
 
 namespace gw {
 namespace {
 
-GW_CONFIG_KEYS(transport, {"transport.spin_us", ConfigType::kInt, "-2",
-                           "blocking waits poll this long before sleeping on the driver's fd "
-                           "(-1: poll forever, 0: sleep at once, -2: 20, or 0 when this host "
-                           "runs more local ranks than the process may use CPUs)"},
+GW_CONFIG_KEYS(transport,
+               {"transport.spin_us", ConfigType::kInt, "-2",
+                "blocking waits poll this long before sleeping on the driver's fd "
+                "(-1: poll forever, 0: sleep at once, -2: 20, or 0 when this host "
+                "runs more local ranks than the process may use CPUs)"},
                {"transport.default", ConfigType::kString, "auto",
                 "transport spec used when an app is not told one (auto = rdma, dpdk, tcp)"});
 
@@ -44,8 +45,7 @@ Result<std::unique_ptr<Transport>> open_one(const DriverEntry& d, std::string_vi
 DriverRegistrar::DriverRegistrar(const char* name, int priority, DriverOpenFn open) {
   auto& r = registry();
   r.push_back({name, priority, open});
-  std::stable_sort(r.begin(), r.end(),
-                   [](auto& a, auto& b) { return a.priority > b.priority; });
+  std::stable_sort(r.begin(), r.end(), [](auto& a, auto& b) { return a.priority > b.priority; });
 }
 
 std::vector<std::string> Transport::drivers() {
@@ -65,14 +65,13 @@ Result<std::unique_ptr<Transport>> Transport::open(std::string_view spec) {
   std::string_view name = spec.substr(0, colon);
   std::string_view args = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
   if (name == "auto") {
-    if (!args.empty())
-      return Status(Code::kInvalidArgument, "transport 'auto' takes no arguments");
+    if (!args.empty()) return Status(Code::kInvalidArgument, "transport 'auto' takes no arguments");
     std::string why;
     for (auto& d : registry()) {
       auto t = open_one(d, "");
       if (t.ok()) {
-        lg->info("transport auto: picked {}{}{}{}", d.name, why.empty() ? "" : " (skipped: ",
-                 why, why.empty() ? "" : ")");
+        lg->info("transport auto: picked {}{}{}{}", d.name, why.empty() ? "" : " (skipped: ", why,
+                 why.empty() ? "" : ")");
         return t;
       }
       why += std::string(why.empty() ? "" : "; ") + d.name + ": " + t.status().to_string();
@@ -91,9 +90,9 @@ Result<std::unique_ptr<Transport>> Transport::open(std::string_view spec) {
   std::string list;
   for (auto& d : registry()) list += (list.empty() ? "" : ", ") + std::string(d.name);
   std::string skipped = GW_SKIPPED_DRIVERS;
-  return Status(Code::kInvalidArgument,
-                "unknown transport '" + std::string(name) + "'; built: " + list + ", auto" +
-                    (skipped.empty() ? "" : "; not built: " + skipped));
+  return Status(Code::kInvalidArgument, "unknown transport '" + std::string(name) +
+                                            "'; built: " + list + ", auto" +
+                                            (skipped.empty() ? "" : "; not built: " + skipped));
 }
 
 Result<Address> Address::make(std::string_view driver, uint8_t version,
@@ -113,8 +112,8 @@ Result<Address> Address::make(std::string_view driver, uint8_t version,
 
 Result<Address> Address::from_bytes(std::string_view bytes) {
   if (bytes.size() < kHeader || bytes.size() > kMaxSize) {
-    return Status(Code::kProtocolError, "address blob of " + std::to_string(bytes.size()) +
-                                            " bytes (expected 9..128)");
+    return Status(Code::kProtocolError,
+                  "address blob of " + std::to_string(bytes.size()) + " bytes (expected 9..128)");
   }
   Address a;
   std::memcpy(a.bytes_.data(), bytes.data(), bytes.size());

@@ -45,7 +45,7 @@ Engine::~Engine() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
-  comm_.reset();  // before its Group
+  comm_.reset();   // before its Group
   group_.reset();  // then the tensors of failed jobs (kept_) may go
 }
 
@@ -107,8 +107,7 @@ void Engine::idle_spin() {
   // microseconds: looking for them briefly spares a sleep and a wake-up on each side.
   if (!spin_) return;
   const auto end = Clock::now() + kIdleSpin;
-  while (!queued_.load(std::memory_order_acquire) && Clock::now() < end)
-    std::this_thread::yield();
+  while (!queued_.load(std::memory_order_acquire) && Clock::now() < end) std::this_thread::yield();
 }
 
 void Engine::run() {

@@ -116,7 +116,7 @@ TEST(Group, MissingRankIsNamedWithinTheTimeout) {
 // connected its store as rank 1); ranks 0 and 2 are threads here, creating the group.
 // @return each thread's status and seconds from the signal to its return.
 std::vector<std::pair<Status, double>> create_with_victim(int sig, Nanos timeout,
-                                                           std::function<int(Store&)> child) {
+                                                          std::function<int(Store&)> child) {
   test::ChildRank victim([&](uint16_t port) {
     auto s = connect_tcp_store("127.0.0.1", port, kTimeout, StoreIdentity{1, 0});
     if (!s.ok()) return 1;

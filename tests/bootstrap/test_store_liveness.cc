@@ -83,8 +83,7 @@ TEST(StoreLiveness, StoppedRankIsNamedAtTheTimeout) {
   for (auto& o : barrier_with_victim(SIGSTOP, 800ms)) {
     EXPECT_EQ(o.st.code(), Code::kTimeout) << o.st.to_string();
     EXPECT_EQ(o.st.rank(), 1) << o.st.to_string();
-    EXPECT_NE(o.st.message().find("rank 1 did not reach the store barrier"),
-              std::string_view::npos)
+    EXPECT_NE(o.st.message().find("rank 1 did not reach the store barrier"), std::string_view::npos)
         << o.st.to_string();
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -9,9 +9,9 @@
  *   errors  1 process: version, NULL and bad arguments, rendezvous timeout; error texts */
 #define _POSIX_C_SOURCE 200809L
 #include <gradwire.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>

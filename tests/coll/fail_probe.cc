@@ -37,10 +37,14 @@ int main(int argc, char** argv) {
   int64_t timeout_ms = 60000, linger_s = 30;
   std::string spec = "tcp:iface=lo";
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 0);
-    else if (!std::strcmp(argv[i], "--timeout-ms")) timeout_ms = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--linger-s")) linger_s = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--transport")) spec = argv[i + 1];
+    if (!std::strcmp(argv[i], "--bytes"))
+      bytes = std::strtoull(argv[i + 1], nullptr, 0);
+    else if (!std::strcmp(argv[i], "--timeout-ms"))
+      timeout_ms = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--linger-s"))
+      linger_s = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--transport"))
+      spec = argv[i + 1];
     else {
       std::fprintf(stderr, "gw-fail-probe: unknown option %s\n", argv[i]);
       return 2;
@@ -52,8 +56,8 @@ int main(int argc, char** argv) {
   if (!store.ok()) return fail(store.status());
   auto t = gw::Transport::open(spec);
   if (!t.ok()) return fail(t.status());
-  auto g = gw::Group::create(*store, std::move(*t), info->rank, info->world_size,
-                             gw::Millis(30000), "probe");
+  auto g = gw::Group::create(*store, std::move(*t), info->rank, info->world_size, gw::Millis(30000),
+                             "probe");
   if (!g.ok()) return fail(g.status());
   gw::CommOptions o;
   o.timeout = gw::Millis(timeout_ms);

@@ -95,8 +95,8 @@ void culprit_case(bool kill) {
     std::vector<float>& in = ins[static_cast<size_t>(r)];
     std::vector<float>& out = outs[static_cast<size_t>(r)];
     auto one = [&] {
-      return rk->comm->allreduce(in.data(), out.data(), count, DataType::kFloat32,
-                                 ReduceOp::kSum, {.algo = Algo::kRing});
+      return rk->comm->allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum,
+                                 {.algo = Algo::kRing});
     };
     if (r == victim) {
       for (int i = 0; i < 5; ++i) ASSERT_TRUE(one().ok());

@@ -52,13 +52,13 @@ TEST(CollContract, OtherOverlapsAreRefused) {
   run_ranks(2, small_chunks(), [&](int r, std::unique_ptr<Rank>& rk) {
     std::vector<float> buf(64 * 2 + 1, 1.0f);
     auto expect_refused = [&](const Status& st, const char* what) {
-      EXPECT_EQ(st.code(), Code::kInvalidArgument) << what << " on rank " << r << ": "
-                                                   << st.to_string();
+      EXPECT_EQ(st.code(), Code::kInvalidArgument)
+          << what << " on rank " << r << ": " << st.to_string();
       EXPECT_NE(st.to_string().find("overlap"), std::string::npos) << st.to_string();
     };
-    expect_refused(rk->comm->allreduce(buf.data(), buf.data() + 1, 64, DataType::kFloat32,
-                                       ReduceOp::kSum),
-                   "allreduce shifted by one element");
+    expect_refused(
+        rk->comm->allreduce(buf.data(), buf.data() + 1, 64, DataType::kFloat32, ReduceOp::kSum),
+        "allreduce shifted by one element");
     expect_refused(rk->comm->reduce_scatter(buf.data(), buf.data() + 1, 64, DataType::kFloat32,
                                             ReduceOp::kSum),
                    "reduce_scatter shifted by one element");
@@ -79,13 +79,17 @@ TEST(CollContract, IntegerAvgWrapsThenDividesOnce) {
       const size_t count = 700;  // ring: several chunks
       std::vector<int32_t> in(count, std::numeric_limits<int32_t>::max()), out(count);
       in[1] = r == 0 ? -7 : 0;  // -7 / 2 truncates toward zero: -3
-      ASSERT_TRUE(rk->comm->allreduce(in.data(), out.data(), count, DataType::kInt32,
-                                      ReduceOp::kAvg, {algo, {}}).ok());
+      ASSERT_TRUE(rk->comm
+                      ->allreduce(in.data(), out.data(), count, DataType::kInt32, ReduceOp::kAvg,
+                                  {algo, {}})
+                      .ok());
       EXPECT_EQ(out[0], -1) << "(2^31-1) * 2 wraps to -2, / 2 = -1; " << algo_name(algo);
       EXPECT_EQ(out[1], -3) << algo_name(algo);
       std::vector<uint8_t> b(count, r == 0 ? 200 : 100), bo(count);
-      ASSERT_TRUE(rk->comm->allreduce(b.data(), bo.data(), count, DataType::kUInt8,
-                                      ReduceOp::kAvg, {algo, {}}).ok());
+      ASSERT_TRUE(
+          rk->comm
+              ->allreduce(b.data(), bo.data(), count, DataType::kUInt8, ReduceOp::kAvg, {algo, {}})
+              .ok());
       EXPECT_EQ(bo[0], 22) << "300 wraps to 44, / 2 = 22; " << algo_name(algo);
     }
   });
@@ -98,9 +102,8 @@ TEST(CollContract, HalfPrecisionSameBitsOnEveryRankWithinStepRounding) {
   constexpr size_t count = 3001;
   std::vector<std::vector<uint16_t>> got(n);
   auto value = [](int rank, size_t i) {
-    return std::ldexp(static_cast<double>((i * 7919 + static_cast<size_t>(rank) * 104729) % 2001) -
-                          1000.0,
-                      -7);
+    return std::ldexp(
+        static_cast<double>((i * 7919 + static_cast<size_t>(rank) * 104729) % 2001) - 1000.0, -7);
   };
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
     for (Algo algo : {Algo::kRing, Algo::kRecursiveDoubling}) {
@@ -108,8 +111,8 @@ TEST(CollContract, HalfPrecisionSameBitsOnEveryRankWithinStepRounding) {
         std::vector<uint16_t> in(count), out(count);
         for (size_t i = 0; i < count; ++i)
           from_double(dt, value(r, i), reinterpret_cast<uint8_t*>(&in[i]));
-        ASSERT_TRUE(rk->comm->allreduce(in.data(), out.data(), count, dt, ReduceOp::kSum,
-                                        {algo, {}}).ok());
+        ASSERT_TRUE(
+            rk->comm->allreduce(in.data(), out.data(), count, dt, ReduceOp::kSum, {algo, {}}).ok());
         got[static_cast<size_t>(r)] = out;
       });
       const double ulp_rel = dt == DataType::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
@@ -127,8 +130,8 @@ TEST(CollContract, HalfPrecisionSameBitsOnEveryRankWithinStepRounding) {
             << dtype_name(dt) << " " << algo_name(algo) << " element " << i;
         for (int q = 1; q < n; ++q)
           ASSERT_EQ(got[static_cast<size_t>(q)][i], got[0][i])
-              << "rank " << q << " differs from rank 0 at " << i << " (" << dtype_name(dt)
-              << ", " << algo_name(algo) << ")";
+              << "rank " << q << " differs from rank 0 at " << i << " (" << dtype_name(dt) << ", "
+              << algo_name(algo) << ")";
       }
     }
   }
@@ -156,8 +159,7 @@ TEST(CollContract, WaitDrivesEveryCallInFlightInAnyOrder) {
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(to_double(DataType::kFloat32, a_out.data() + 4 * i),
                 reference(DataType::kFloat32, ReduceOp::kSum, kRanks, i));
-    for (size_t i = 0; i < g_out.size(); ++i)
-      ASSERT_EQ(g_out[i], static_cast<int64_t>(i / 300));
+    for (size_t i = 0; i < g_out.size(); ++i) ASSERT_EQ(g_out[i], static_cast<int64_t>(i / 300));
   });
 }
 

@@ -61,7 +61,8 @@ void close_then_receive(const TransportCase& tc) {
   for (size_t i = 0; i < 4; ++i) {
     in.emplace_back(sizes[i] + kGuard, kGuardByte);
     RecvRequest r{in[i].data(), sizes[i], i, 10 + i, nullptr};
-    ASSERT_EQ(taken(ep.post_recv({&r, 1})), 1u) << "message " << i << ": " << ep.status().to_string();
+    ASSERT_EQ(taken(ep.post_recv({&r, 1})), 1u)
+        << "message " << i << ": " << ep.status().to_string();
   }
   auto got = pump(*groups[0], 4);
   ASSERT_EQ(got.size(), 4u);

@@ -88,8 +88,8 @@ void skip_unless_available(const TransportCase& c) {
   auto t = open_case(c);
   if (t.ok()) return;
   if (t.status().code() == Code::kUnavailable) {
-    GTEST_SKIP() << "transport '" << c.spec << "' cannot be opened on this machine: "
-                 << t.status().to_string();
+    GTEST_SKIP() << "transport '" << c.spec
+                 << "' cannot be opened on this machine: " << t.status().to_string();
   }
   FAIL() << "Transport::open(\"" << c.spec << "\"): " << t.status().to_string();
 }
@@ -102,8 +102,8 @@ std::string case_name(const ::testing::TestParamInfo<TransportCase>& info) {
 }
 
 std::string ranks_name(const ::testing::TestParamInfo<std::tuple<TransportCase, int>>& info) {
-  return std::string(std::get<0>(info.param).name) + "_" +
-         std::to_string(std::get<1>(info.param)) + "ranks";
+  return std::string(std::get<0>(info.param).name) + "_" + std::to_string(std::get<1>(info.param)) +
+         "ranks";
 }
 
 uint64_t msg_seed(int src, int dst, uint64_t tag, uint64_t seq) {
@@ -148,8 +148,8 @@ std::unique_ptr<Group> join(const TransportCase& c, const std::shared_ptr<Store>
   }
   auto g = Group::create(store, std::move(t).value(), r, ranks, kStepTimeout);
   if (!g.ok()) {
-    ADD_FAILURE() << "rank " << r << " of " << ranks << ": Group::create: "
-                  << g.status().to_string();
+    ADD_FAILURE() << "rank " << r << " of " << ranks
+                  << ": Group::create: " << g.status().to_string();
     return nullptr;
   }
   return std::move(g).value();
@@ -299,8 +299,8 @@ Status Exchange::run(Nanos timeout) {
   while (done < reqs_.size()) {
     bool posted_any = false;
     GW_RETURN_IF_ERROR(post_pending(posted_any));
-    bool all_posted = std::all_of(reqs_.begin(), reqs_.end(),
-                                  [](const Req& r) { return r.c.wr_id != 0; });
+    bool all_posted =
+        std::all_of(reqs_.begin(), reqs_.end(), [](const Req& r) { return r.c.wr_id != 0; });
     Result<size_t> n = size_t{0};
     if (posted_any && !all_posted) {
       n = g_.transport().cq().poll(out);
@@ -346,16 +346,15 @@ Status Exchange::run(Nanos timeout) {
   return Status();
 }
 
-void Exchange::verify_recv(const Req& r, int src, int dst, uint64_t tag, uint64_t seq,
-                           size_t len) {
+void Exchange::verify_recv(const Req& r, int src, int dst, uint64_t tag, uint64_t seq, size_t len) {
   const Completion& c = r.c;
   EXPECT_EQ(c.code, Code::kOk) << "recv at rank " << dst << " from " << src << " tag " << tag
                                << " seq " << seq;
   EXPECT_EQ(c.op, Op::kRecv);
   EXPECT_EQ(c.tag, tag) << "recv at rank " << dst << " from " << src << " seq " << seq;
   EXPECT_EQ(c.peer_id, static_cast<uint32_t>(src)) << "recv at rank " << dst << " tag " << tag;
-  ASSERT_EQ(c.len, len) << "recv at rank " << dst << " from " << src << " tag " << tag
-                        << " seq " << seq;
+  ASSERT_EQ(c.len, len) << "recv at rank " << dst << " from " << src << " tag " << tag << " seq "
+                        << seq;
   ASSERT_GE(r.buf.size(), len + kGuard);
   std::string bad = check_pattern(r.buf.data(), len, msg_seed(src, dst, tag, seq));
   EXPECT_EQ(bad, "") << "recv at rank " << dst << " from " << src << " tag " << tag << " seq "
@@ -387,8 +386,8 @@ void Exchange::verify() const {
     } else if (r.check && r.exp_code == Code::kOk) {
       verify_recv(r, r.exp_src, g_.rank(), r.exp_tag, r.exp_seq, r.exp_len);
     } else if (r.check) {
-      EXPECT_EQ(r.c.code, r.exp_code) << "rank " << g_.rank() << " recv " << i << " from "
-                                      << r.peer << " (capacity " << r.len << ")";
+      EXPECT_EQ(r.c.code, r.exp_code) << "rank " << g_.rank() << " recv " << i << " from " << r.peer
+                                      << " (capacity " << r.len << ")";
       EXPECT_EQ(r.c.len, r.exp_len) << "failed recv reports the message length";
       bool guard_ok = std::all_of(r.buf.begin() + static_cast<ptrdiff_t>(r.len), r.buf.end(),
                                   [](uint8_t b) { return b == kGuardByte; });
@@ -412,6 +411,5 @@ void await(Group& g, const std::string& name) {
   }
   ASSERT_TRUE(v.ok()) << "rank " << g.rank() << ": " << v.status().to_string();
 }
-
 
 }  // namespace gw::conformance

@@ -84,10 +84,10 @@ void close_then_receive(const TransportCase& tc);
 struct Req {
   bool is_send = false;
   bool any_source = false;
-  int peer = -1;                 ///< -1 for any-source receives
+  int peer = -1;  ///< -1 for any-source receives
   uint64_t tag = 0;
-  size_t len = 0;                ///< send length, or receive capacity
-  std::vector<uint8_t> buf;      ///< receives: capacity + guard bytes
+  size_t len = 0;            ///< send length, or receive capacity
+  std::vector<uint8_t> buf;  ///< receives: capacity + guard bytes
   MemoryRegion mr;
   bool done = false;
   Completion c;
@@ -126,8 +126,7 @@ class Exchange {
   /// Check every receive marked with expectations (code, length, tag, peer, bytes, guard).
   void verify() const;
   /// Check one receive against the message `seq` of `len` bytes from `src` with `tag`.
-  static void verify_recv(const Req& r, int src, int dst, uint64_t tag, uint64_t seq,
-                          size_t len);
+  static void verify_recv(const Req& r, int src, int dst, uint64_t tag, uint64_t seq, size_t len);
 
   std::vector<Req>& reqs() { return reqs_; }
   /// Op::kEndpointError completions seen.
@@ -191,6 +190,5 @@ class WarnCounter {
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
   spdlog::level::level_enum level_;
 };
-
 
 }  // namespace gw::conformance

@@ -28,7 +28,8 @@ std::string survivor(Group& g, int victim) {
   std::ostringstream bad;
   Endpoint& vep = g.endpoint(victim);
   std::array<uint8_t, 2 * (64 + kGuard)> buf{};
-  RecvRequest rr[2] = {{buf.data(), 64, 1, 101, nullptr}, {buf.data() + 64 + kGuard, 64, 2, 102, nullptr}};
+  RecvRequest rr[2] = {{buf.data(), 64, 1, 101, nullptr},
+                       {buf.data() + 64 + kGuard, 64, 2, 102, nullptr}};
   auto taken = vep.post_recv(rr);
   if (!taken.ok() || *taken != 2) return "post_recv to the victim: " + taken.status().to_string();
   if (!g.store().set("ready/" + std::to_string(g.rank()), "1").ok()) return "store set failed";
@@ -94,7 +95,8 @@ std::string survivor(Group& g, int victim) {
 int rank_main(const TransportCase& c, const std::string& dir, int rank, int n, int victim) {
   auto report = [&](const std::string& what) {
     auto store = make_file_store(dir);
-    if (store.ok()) (void)(*store)->set("result/" + std::to_string(rank), what.empty() ? "ok" : what);
+    if (store.ok())
+      (void)(*store)->set("result/" + std::to_string(rank), what.empty() ? "ok" : what);
     return what.empty() ? 0 : 1;
   };
   auto store = make_file_store(dir);

@@ -19,8 +19,8 @@ struct Tuned {
   std::string spec;
   TransportCase tc;
   Tuned(const TransportCase& c, const std::string& extra)
-      : spec(std::string(c.spec) + (std::string(c.spec).find(':') == std::string::npos ? ":" : ",") +
-             extra),
+      : spec(std::string(c.spec) +
+             (std::string(c.spec).find(':') == std::string::npos ? ":" : ",") + extra),
         tc{c.name, c.driver, spec.c_str(), c.key} {}
 };
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <thread>
 
-#include "conformance.h"
 #include "auth_case.h"
+#include "conformance.h"
 #include "raw_peer.h"
 
 namespace gw::conformance {
@@ -64,7 +64,8 @@ void make_rig(const TransportCase& c, Rig& r) {
 
 // One message each way between two transports driven by this one thread.
 void expect_pair_works(Transport& a, Endpoint& ab, Transport& b, Endpoint& ba) {
-  std::vector<uint8_t> sa(1000), sb(777), ra(777 + kGuard, kGuardByte), rb(1000 + kGuard, kGuardByte);
+  std::vector<uint8_t> sa(1000), sb(777), ra(777 + kGuard, kGuardByte),
+      rb(1000 + kGuard, kGuardByte);
   fill_pattern(sa.data(), sa.size(), 1);
   fill_pattern(sb.data(), sb.size(), 2);
   RecvRequest rqa{ra.data(), 777, 4, 1, nullptr}, rqb{rb.data(), 1000, 3, 1, nullptr};
@@ -95,8 +96,8 @@ void expect_pair_works(Transport& a, Endpoint& ab, Transport& b, Endpoint& ba) {
 struct JunkCase {
   const char* name;
   std::string (*bytes)(uint64_t max_msg);
-  bool close_after;   ///< the raw peer closes right after the junk
-  bool protocol;      ///< ProtocolError expected (else RemoteError or ProtocolError)
+  bool close_after;  ///< the raw peer closes right after the junk
+  bool protocol;     ///< ProtocolError expected (else RemoteError or ProtocolError)
 };
 
 std::string with_payload(const FrameHeader& h, size_t n) {
@@ -104,44 +105,54 @@ std::string with_payload(const FrameHeader& h, size_t n) {
 }
 
 const JunkCase kJunk[] = {
-    {"bad_magic", [](uint64_t) {
+    {"bad_magic",
+     [](uint64_t) {
        FrameHeader h = make_data_header(5, 10, 0, 0, 10);
        h.magic = 0x0BADF00D;
        return with_payload(h, 10);
-     }, false, true},
-    {"bad_version", [](uint64_t) {
+     },
+     false, true},
+    {"bad_version",
+     [](uint64_t) {
        FrameHeader h = make_data_header(5, 10, 0, 0, 10);
        h.version = 99;
        return with_payload(h, 10);
-     }, false, true},
-    {"unknown_type", [](uint64_t) {
+     },
+     false, true},
+    {"unknown_type",
+     [](uint64_t) {
        FrameHeader h = make_data_header(5, 10, 0, 0, 10);
        h.type = 77;
        return with_payload(h, 10);
-     }, false, true},
-    {"absurd_length", [](uint64_t) {
-       return with_payload(make_data_header(5, uint64_t{1} << 62, 0, 0, 4096), 4096);
-     }, false, true},
-    {"length_all_ones", [](uint64_t) {
-       return with_payload(make_data_header(5, ~uint64_t{0} - 1, 0, 0, 1 << 20), 4096);
-     }, false, true},
-    {"length_beyond_max_message", [](uint64_t max) {
-       return with_payload(make_data_header(5, max + 1, 0, 0, 16), 16);
-     }, false, true},
-    {"chunk_outside_message", [](uint64_t) {
-       return with_payload(make_data_header(5, 100, 0, 90, 20), 20);
-     }, false, true},
-    {"empty_chunk_of_message", [](uint64_t) {
-       return frame_bytes(make_data_header(5, 100, 0, 0, 0));
-     }, false, true},
-    {"hello_on_data_stream", [](uint64_t) { return frame_bytes(make_hello(11, 1, 0)); },
+     },
      false, true},
-    {"truncated_header_then_close", [](uint64_t) {
-       return frame_bytes(make_data_header(5, 10, 0, 0, 10)).substr(0, 20);
-     }, true, false},
-    {"truncated_payload_then_close", [](uint64_t) {
+    {"absurd_length",
+     [](uint64_t) {
+       return with_payload(make_data_header(5, uint64_t{1} << 62, 0, 0, 4096), 4096);
+     },
+     false, true},
+    {"length_all_ones",
+     [](uint64_t) {
+       return with_payload(make_data_header(5, ~uint64_t{0} - 1, 0, 0, 1 << 20), 4096);
+     },
+     false, true},
+    {"length_beyond_max_message",
+     [](uint64_t max) { return with_payload(make_data_header(5, max + 1, 0, 0, 16), 16); }, false,
+     true},
+    {"chunk_outside_message",
+     [](uint64_t) { return with_payload(make_data_header(5, 100, 0, 90, 20), 20); }, false, true},
+    {"empty_chunk_of_message",
+     [](uint64_t) { return frame_bytes(make_data_header(5, 100, 0, 0, 0)); }, false, true},
+    {"hello_on_data_stream", [](uint64_t) { return frame_bytes(make_hello(11, 1, 0)); }, false,
+     true},
+    {"truncated_header_then_close",
+     [](uint64_t) { return frame_bytes(make_data_header(5, 10, 0, 0, 10)).substr(0, 20); }, true,
+     false},
+    {"truncated_payload_then_close",
+     [](uint64_t) {
        return with_payload(make_data_header(5, 50, 0, 0, 50), 10);  // the receive matched
-     }, true, false},
+     },
+     true, false},
 };
 
 template <class J>
@@ -275,8 +286,8 @@ TEST_P(TcpRaw, HugeLegalLengthIsNotAllocated) {
   if (HasFatalFailure()) return;
   const uint64_t huge = std::min<uint64_t>(r.t->properties().max_message_size, uint64_t{1} << 36);
   const size_t heap_before = heap_in_use();
-  raw_write(r.raw[0].get(), with_payload(make_data_header(5, huge, 0, 0, 1 << 20), 1 << 20),
-            *r.t, kErrorBound);
+  raw_write(r.raw[0].get(), with_payload(make_data_header(5, huge, 0, 0, 1 << 20), 1 << 20), *r.t,
+            kErrorBound);
   std::array<Completion, 4> out;
   auto n = r.t->cq().wait(out, Millis(200));
   EXPECT_EQ(n.status().code(), Code::kTimeout) << "completion from a half-sent message";
@@ -298,21 +309,25 @@ struct ListenerJunk {
 };
 
 const ListenerJunk kListenerJunk[] = {
-    {"garbage_1MiB", [] {
+    {"garbage_1MiB",
+     [] {
        std::string s(1 << 20, '\0');
        std::mt19937_64 rng(5);
        for (auto& ch : s) ch = static_cast<char>(rng());
        return s;
-     }, false, false},
-    {"bad_magic_hello", [] {
+     },
+     false, false},
+    {"bad_magic_hello",
+     [] {
        FrameHeader h = make_hello(21, 1, 0);
        h.magic = 0x12345678;
        return frame_bytes(h);
-     }, false, false},
+     },
+     false, false},
     {"absurd_stream_count", [] { return frame_bytes(make_hello(21, 1u << 31, 0)); }, false, false},
     {"stream_index_out_of_range", [] { return frame_bytes(make_hello(21, 2, 5)); }, false, false},
-    {"data_frame_first", [] { return with_payload(make_data_header(1, 8, 0, 0, 8), 8); },
-     false, false},
+    {"data_frame_first", [] { return with_payload(make_data_header(1, 8, 0, 0, 8), 8); }, false,
+     false},
     {"truncated_hello_then_close", [] { return frame_bytes(make_hello(21, 1, 0)).substr(0, 20); },
      true, false},
     {"silent_connection", [] { return std::string(); }, false, true},
@@ -381,8 +396,7 @@ void flood(const TransportCase& tc, const ListenerJunk& junk) {
     expect_pair_works(**t, **tu, **u, **ut);  // progress (and refusals) between batches
   }
   Deadline until(kErrorBound);
-  while ((*t)->stats()["rejected_conns"] < kConns && !until.expired())
-    (void)(*t)->cq().poll({});
+  while ((*t)->stats()["rejected_conns"] < kConns && !until.expired()) (void)(*t)->cq().poll({});
   EXPECT_EQ((*t)->stats()["rejected_conns"], static_cast<uint64_t>(kConns)) << junk.name;
   auto w = warns.warnings();
   EXPECT_EQ(w.size(), 1u) << junk.name << ": one line for the first refusal, not one each";
@@ -399,8 +413,7 @@ TEST_P(TcpListenerFlood, IsCountedWithOneLogLineAndNoStall) {
     if (!junk.keep_silent && !junk.close_after) flood(GetParam(), junk);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(plain_cases("tcp")),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(Tr, TcpListenerFlood, ::testing::ValuesIn(plain_cases("tcp")), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TcpListenerFlood);
 
 // Authentication (issue 24): a pair whose transports were opened with these keys.

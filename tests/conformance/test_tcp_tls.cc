@@ -37,7 +37,8 @@ void relay(int lfd, RawAddr to, std::atomic<bool>& stop, std::string& seen) {
       if (n <= 0) return;  // one side closed: so does the relay
       if (i == 0) seen.append(buf, static_cast<size_t>(n));
       for (ssize_t off = 0; off < n;) {
-        const ssize_t w = ::send(p[1 - i].fd, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
+        const ssize_t w =
+            ::send(p[1 - i].fd, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
         if (w < 0 && errno != EAGAIN) return;
         off += w > 0 ? w : 0;
       }
@@ -147,9 +148,10 @@ TEST(TcpTls, StalledHandshakeIsDroppedInBoundedTime) {
   ASSERT_GE(fd.get(), 0);
   auto h = drv::tcp::make_hello(8, 1, 0, drv::tcp::kHelloTls);
   Completion none[1];
-  Status st = auth::client_handshake(fd.get(), *key, "tcp", &h, sizeof h, "B",
-                                     Deadline(kStepTimeout),
-                                     [&] { return (*b)->cq().poll({none, 0}).status(); });
+  Status st =
+      auth::client_handshake(fd.get(), *key, "tcp", &h, sizeof h, "B", Deadline(kStepTimeout), [&] {
+        return (*b)->cq().poll({none, 0}).status();
+      });
   ASSERT_TRUE(st.ok()) << st.to_string();
   // The raw peer's address is not a transport's: connect() only needs the key to match.
   const auto t0 = Clock::now();

@@ -80,8 +80,8 @@ struct Pair {
       e2 = p->b->connect(ConnectParams{p->a->address(), 7, false, 0, "a"},
                          Deadline::after_ms(10000));
     });
-    auto e1 = p->a->connect(ConnectParams{p->b->address(), 7, true, 1, "b"},
-                            Deadline::after_ms(10000));
+    auto e1 =
+        p->a->connect(ConnectParams{p->b->address(), 7, true, 1, "b"}, Deadline::after_ms(10000));
     passive.join();
     EXPECT_TRUE(e1.ok()) << e1.status().to_string();
     EXPECT_TRUE(e2.ok()) << e2.status().to_string();
@@ -109,8 +109,8 @@ struct Pair {
         }
       }
     }
-    EXPECT_TRUE(s >= sends && r >= recvs) << "timed out: " << s << "/" << sends << " sends, "
-                                          << r << "/" << recvs << " receives";
+    EXPECT_TRUE(s >= sends && r >= recvs)
+        << "timed out: " << s << "/" << sends << " sends, " << r << "/" << recvs << " receives";
     return got;
   }
 };
@@ -118,8 +118,8 @@ struct Pair {
 enum class Where { kHost, kDevice };
 
 /// One message a -> b of `len` bytes from/to host or device memory, checked byte for byte.
-inline void one_message(DeviceOps* ops, Pair& p, size_t len, Where from, Where to,
-                        bool recv_first, uint32_t seed) {
+inline void one_message(DeviceOps* ops, Pair& p, size_t len, Where from, Where to, bool recv_first,
+                        uint32_t seed) {
   const auto data = pattern(len, seed);
   DevMem dsrc(ops, len), ddst(ops, len);
   std::vector<uint8_t> hdst(len, 0xEE);
@@ -129,8 +129,8 @@ inline void one_message(DeviceOps* ops, Pair& p, size_t len, Where from, Where t
   void* dst = to == Where::kDevice ? static_cast<void*>(ddst.get()) : hdst.data();
   auto smr = p.a->register_memory(const_cast<void*>(src), len,
                                   from == Where::kDevice ? MemKind::kCudaDevice : MemKind::kHost);
-  auto rmr = p.b->register_memory(dst, len,
-                                  to == Where::kDevice ? MemKind::kCudaDevice : MemKind::kHost);
+  auto rmr =
+      p.b->register_memory(dst, len, to == Where::kDevice ? MemKind::kCudaDevice : MemKind::kHost);
   ASSERT_TRUE(smr.ok() && rmr.ok()) << smr.status().to_string() << rmr.status().to_string();
   SendRequest s{src, len, 42, 1, &*smr};
   RecvRequest r{dst, len, 42, 2, &*rmr};

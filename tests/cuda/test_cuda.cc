@@ -19,10 +19,10 @@ namespace gw::cuda_test {
 namespace {
 
 // Skips the test (with the reason) unless a GPU and the CUDA kernels are there.
-#define GW_REQUIRE_GPU()                                                          \
-  do {                                                                            \
-    auto gw_ops_ = device_ops();                                                  \
-    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();              \
+#define GW_REQUIRE_GPU()                                                                  \
+  do {                                                                                    \
+    auto gw_ops_ = device_ops();                                                          \
+    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();                      \
     if (!coll::device_reduce()) GTEST_SKIP() << coll::device_reduce_status().to_string(); \
   } while (0)
 
@@ -122,15 +122,14 @@ TEST(Memory, KindsCopiesAndDmaBuf) {
 TEST(TcpDeviceBuffers, StagedSendRecvBitExact) {
   GW_REQUIRE_GPU();
   for (int streams : {1, 4}) {
-    auto p = Pair::make("tcp:iface=lo,staging_chunk_bytes=65536,streams=" +
-                        std::to_string(streams));
+    auto p =
+        Pair::make("tcp:iface=lo,staging_chunk_bytes=65536,streams=" + std::to_string(streams));
     ASSERT_NE(p, nullptr);
     uint32_t seed = 1;
-    for (size_t len : {size_t{1}, size_t{65535}, size_t{65536}, size_t{300001},
-                       size_t{16} << 20}) {
-      for (auto [from, to] : {std::pair{Where::kDevice, Where::kDevice},
-                              std::pair{Where::kHost, Where::kDevice},
-                              std::pair{Where::kDevice, Where::kHost}}) {
+    for (size_t len : {size_t{1}, size_t{65535}, size_t{65536}, size_t{300001}, size_t{16} << 20}) {
+      for (auto [from, to] :
+           {std::pair{Where::kDevice, Where::kDevice}, std::pair{Where::kHost, Where::kDevice},
+            std::pair{Where::kDevice, Where::kHost}}) {
         SCOPED_TRACE("len " + std::to_string(len) + " streams " + std::to_string(streams));
         one_message(ops(), *p, len, from, to, true, seed++);
       }
@@ -163,8 +162,7 @@ TEST_P(DeviceAllreduce, MatchesFloat64ReferenceOnEveryRank) {
     Status st = rk->comm->allreduce(send.get(), recv.get(), count, dt, op);
     ASSERT_TRUE(st.ok()) << "rank " << r << ": " << st.to_string();
     auto out = recv.read();
-    EXPECT_EQ(coll_test::check_result(dt, op, n, out.data(), count,
-                                      "rank " + std::to_string(r)),
+    EXPECT_EQ(coll_test::check_result(dt, op, n, out.data(), count, "rank " + std::to_string(r)),
               0u);
     send.write(in);
     st = rk->comm->allreduce(send.get(), send.get(), count, dt, op);
@@ -212,8 +210,8 @@ std::vector<AllreduceCase> allreduce_cases() {
   for (int n : {2, 3, 4})
     for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
                         DataType::kFloat64, DataType::kInt32, DataType::kInt64})
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kAvg})
+      for (ReduceOp op :
+           {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg})
         v.push_back({n, dt, op, 5000 + static_cast<size_t>(n)});
   v.push_back({4, DataType::kFloat32, ReduceOp::kSum, size_t{4} << 20});  // 16 MiB
   return v;

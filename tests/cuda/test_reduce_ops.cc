@@ -26,8 +26,8 @@ void host_reduce(ReduceOp op, uint8_t* dst, const uint8_t* a, const uint8_t* b, 
   }
 }
 
-void host_reduce(DataType dt, ReduceOp op, uint8_t* d, const uint8_t* a, const uint8_t* b,
-                 size_t n, uint32_t div) {
+void host_reduce(DataType dt, ReduceOp op, uint8_t* d, const uint8_t* a, const uint8_t* b, size_t n,
+                 uint32_t div) {
   switch (dt) {
     case DataType::kFloat32:
       return host_reduce<ops::F32>(op, d, a, b, n, div);

@@ -70,11 +70,11 @@ class TcpStaging : public ::testing::TestWithParam<int> {
 
 TEST_P(TcpStaging, EveryDirectionAndSize) {
   uint32_t seed = 1;
-  for (size_t len : {size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{14000},
-                     size_t{300000}}) {
-    for (auto [from, to] : {std::pair{Where::kDevice, Where::kDevice},
-                            std::pair{Where::kHost, Where::kDevice},
-                            std::pair{Where::kDevice, Where::kHost}}) {
+  for (size_t len :
+       {size_t{1}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{14000}, size_t{300000}}) {
+    for (auto [from, to] :
+         {std::pair{Where::kDevice, Where::kDevice}, std::pair{Where::kHost, Where::kDevice},
+          std::pair{Where::kDevice, Where::kHost}}) {
       SCOPED_TRACE("len " + std::to_string(len) + (from == Where::kDevice ? " dev" : " host") +
                    (to == Where::kDevice ? "->dev" : "->host"));
       one_message(&ops_, *pair_, len, from, to, true, seed++);

@@ -29,12 +29,11 @@ struct Msg {
 Result<size_t> post_from(Endpoint& ep, std::vector<Msg>& msgs, size_t next, bool sends) {
   while (next < msgs.size()) {
     Msg& m = msgs[next];
-    Result<size_t> took = sends ? ep.post_send(std::span<const SendRequest>(
-                                      std::vector<SendRequest>{{m.buf.data(), m.len, m.tag,
-                                                                next, nullptr}}))
-                                : ep.post_recv(std::span<const RecvRequest>(
-                                      std::vector<RecvRequest>{{m.buf.data(), m.len, m.tag,
-                                                                next, nullptr}}));
+    Result<size_t> took =
+        sends ? ep.post_send(std::span<const SendRequest>(
+                    std::vector<SendRequest>{{m.buf.data(), m.len, m.tag, next, nullptr}}))
+              : ep.post_recv(std::span<const RecvRequest>(
+                    std::vector<RecvRequest>{{m.buf.data(), m.len, m.tag, next, nullptr}}));
     if (!took.ok()) return took.status();
     if (*took == 0) break;
     ++next;
@@ -65,13 +64,13 @@ Status run_msgs(Group& g, int peer, std::vector<Msg>& sends, std::vector<Msg>& r
       if (c[i].op == Op::kEndpointError) return ep.status();
       if (c[i].code != Code::kOk) {
         return Status(c[i].code, std::string(c[i].op == Op::kSend ? "send" : "receive") + " #" +
-                                     std::to_string(c[i].wr_id) + " failed: " +
-                                     ep.status().to_string());
+                                     std::to_string(c[i].wr_id) +
+                                     " failed: " + ep.status().to_string());
       }
       auto& list = c[i].op == Op::kSend ? sends : recvs;
       if (c[i].wr_id >= list.size() || list[c[i].wr_id].done)
-        return Status(Code::kInternal, "completion with unknown wr_id " +
-                                           std::to_string(c[i].wr_id));
+        return Status(Code::kInternal,
+                      "completion with unknown wr_id " + std::to_string(c[i].wr_id));
       Msg& m = list[c[i].wr_id];
       m.done = true;
       --left;
@@ -79,8 +78,7 @@ Status run_msgs(Group& g, int peer, std::vector<Msg>& sends, std::vector<Msg>& r
         return Status(Code::kInternal, "receive #" + std::to_string(c[i].wr_id) + ": length " +
                                            std::to_string(c[i].len) + " tag " +
                                            std::to_string(c[i].tag) + ", expected " +
-                                           std::to_string(m.len) + " / " +
-                                           std::to_string(m.tag));
+                                           std::to_string(m.len) + " / " + std::to_string(m.tag));
       }
     }
   }
@@ -89,12 +87,12 @@ Status run_msgs(Group& g, int peer, std::vector<Msg>& sends, std::vector<Msg>& r
     uint64_t seed = conformance::msg_seed(peer, g.rank(), m.tag, i);
     std::string bad = conformance::check_pattern(m.buf.data(), m.len, seed);
     if (!bad.empty())
-      return Status(Code::kInternal, "receive #" + std::to_string(i) + " (" +
-                                         std::to_string(m.len) + " B): " + bad);
+      return Status(Code::kInternal,
+                    "receive #" + std::to_string(i) + " (" + std::to_string(m.len) + " B): " + bad);
     for (size_t k = m.len; k < m.buf.size(); ++k)
       if (m.buf[k] != kGuardByte)
-        return Status(Code::kInternal, "receive #" + std::to_string(i) +
-                                           ": guard byte written past its buffer");
+        return Status(Code::kInternal,
+                      "receive #" + std::to_string(i) + ": guard byte written past its buffer");
   }
   return Status();
 }
@@ -106,9 +104,8 @@ std::vector<size_t> default_sizes() {
 }
 
 std::vector<size_t> jumbo_sizes() {
-  return {0,         1,         257,           32661,         32662,  32663,
-          32767,     32768,     32769,         (1 << 20) - 1, 1 << 20, (1 << 20) + 1,
-          (8 << 20), (8 << 20) + 13};
+  return {0,     1,     257,           32661,   32662,         32663,     32767,
+          32768, 32769, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (8 << 20), (8 << 20) + 13};
 }
 
 Status run_plan(Group& g, int peer, const std::vector<size_t>& sizes, int reps, Nanos timeout) {
@@ -203,18 +200,19 @@ Veth::Veth(const std::string& tag, const std::string& id) {
     why_ = "the ip tool (iproute2) is missing";
     return;
   }
-  const std::string cmd =
-      "ip netns add " + ns[0] + " && ip netns add " + ns[1] + " && ip link add " + iface[0] +
-      " type veth peer name " + iface[1] + " && ip link set " + iface[0] + " netns " + ns[0] +
-      " && ip link set " + iface[1] + " netns " + ns[1] + " && ip -n " + ns[0] + " link set " +
-      iface[0] + " up && ip -n " + ns[1] + " link set " + iface[1] + " up && ip -n " + ns[0] +
-      " addr add 10.251.0.1/30 dev " + iface[0] + " && ip -n " + ns[1] +
-      " addr add 10.251.0.2/30 dev " + iface[1];
+  const std::string cmd = "ip netns add " + ns[0] + " && ip netns add " + ns[1] +
+                          " && ip link add " + iface[0] + " type veth peer name " + iface[1] +
+                          " && ip link set " + iface[0] + " netns " + ns[0] + " && ip link set " +
+                          iface[1] + " netns " + ns[1] + " && ip -n " + ns[0] + " link set " +
+                          iface[0] + " up && ip -n " + ns[1] + " link set " + iface[1] +
+                          " up && ip -n " + ns[0] + " addr add 10.251.0.1/30 dev " + iface[0] +
+                          " && ip -n " + ns[1] + " addr add 10.251.0.2/30 dev " + iface[1];
   if (sh(cmd + " 2>&1") != 0) why_ = "creating the veth pair between namespaces failed";
 }
 
 Veth::~Veth() {
-  if (::geteuid() == 0) sh("ip netns del " + ns[0] + " 2>/dev/null; ip netns del " + ns[1] + " 2>/dev/null");
+  if (::geteuid() == 0)
+    sh("ip netns del " + ns[0] + " 2>/dev/null; ip netns del " + ns[1] + " 2>/dev/null");
 }
 
 }  // namespace gw::dpdktest

@@ -97,10 +97,8 @@ INSTANTIATE_TEST_SUITE_P(DpdkMemif, SendRecv, ::testing::ValuesIn(memif_rows()),
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, Matching, ::testing::ValuesIn(memif_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkMemif, Abort, ::testing::ValuesIn(memif_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Abort, ::testing::ValuesIn(af_packet_rows()), case_name);
-INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()),
-                         case_name);
-INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Matching, ::testing::ValuesIn(af_packet_rows()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Matching, ::testing::ValuesIn(af_packet_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecvRanks,
                          ::testing::Combine(::testing::ValuesIn(dpdk_rows()),
                                             ::testing::Values(2, 3, 4, 5)),

@@ -82,21 +82,22 @@ int64_t memif_plan(int n, const std::string& extra, int reps, bool stale = false
                    bool jumbo = false) {
   TempDir d;
   if (stale) leave_stale_socket(d.path + "/memif.sock");
-  pid_t pid = spawn_helper({memif(d, n, "client") + extra, d.path, "1", jumbo ? "jumbo" : "plan",
-                            std::to_string(reps)});
+  pid_t pid = spawn_helper(
+      {memif(d, n, "client") + extra, d.path, "1", jumbo ? "jumbo" : "plan", std::to_string(reps)});
   EXPECT_GT(pid, 0);
   if (pid <= 0) return -1;
   auto g = join(memif(d, n, "server") + extra, d.path, 0);
   int64_t data_pkts = -1;
   if (g) {
-    Status st = run_plan(*g, 1, jumbo ? jumbo_sizes() : default_sizes(), reps,
-                         std::chrono::seconds(120));
+    Status st =
+        run_plan(*g, 1, jumbo ? jumbo_sizes() : default_sizes(), reps, std::chrono::seconds(120));
     EXPECT_TRUE(st.ok()) << st.to_string();
     EXPECT_TRUE(finish(*g, 1, std::chrono::seconds(60)).ok());
     auto s = g->transport().stats();
-    std::printf("memif: pkts_sent %lu retransmits %lu zero_copy_pkts %lu copied %lu "
-                "bad_checksum %lu\n", s["pkts_sent"], s["retransmits"], s["zero_copy_pkts"],
-                s["copied_pkts"], s["bad_checksum"]);
+    std::printf(
+        "memif: pkts_sent %lu retransmits %lu zero_copy_pkts %lu copied %lu "
+        "bad_checksum %lu\n",
+        s["pkts_sent"], s["retransmits"], s["zero_copy_pkts"], s["copied_pkts"], s["bad_checksum"]);
     data_pkts = static_cast<int64_t>(s["zero_copy_pkts"] + s["copied_pkts"]);
   } else {
     ::kill(pid, SIGKILL);

@@ -32,9 +32,11 @@ void pair_plan(const std::string& spec, const std::vector<size_t>& sizes, int re
     EXPECT_TRUE(st.ok()) << "rank " << g.rank() << ": " << st.to_string();
     EXPECT_TRUE(finish(g, 1 - g.rank(), std::chrono::seconds(60)).ok());
     auto s = g.transport().stats();
-    std::printf("rank %d: pkts_sent %lu retransmits %lu timeouts %lu fast %lu dups %lu ooo %lu "
-                "bad_checksum %lu\n", g.rank(), s["pkts_sent"], s["retransmits"], s["timeouts"],
-                s["fast_retransmits"], s["dup_pkts"], s["out_of_order"], s["bad_checksum"]);
+    std::printf(
+        "rank %d: pkts_sent %lu retransmits %lu timeouts %lu fast %lu dups %lu ooo %lu "
+        "bad_checksum %lu\n",
+        g.rank(), s["pkts_sent"], s["retransmits"], s["timeouts"], s["fast_retransmits"],
+        s["dup_pkts"], s["out_of_order"], s["bad_checksum"]);
   });
 }
 
@@ -173,7 +175,8 @@ class Injector {
   void send(const std::vector<uint8_t>& f) {
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
     ASSERT_NE(m, nullptr);
-    if (!f.empty()) std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    if (!f.empty())
+      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
     while (rte_ring_enqueue(ring_, m) != 0) std::this_thread::yield();
     ++sent_;
   }
@@ -255,7 +258,7 @@ TEST(DpdkRing, BadFramesAreDroppedAndCounted) {
   inj.send(frame(sb, sa, h, pay));  // segment beyond its message
   h = good;
   h.seg_len = 1000;
-  inj.send(frame(sb, sa, h, pay));  // length beyond the datagram
+  inj.send(frame(sb, sa, h, pay));     // length beyond the datagram
   inj.send(frame(sb, sa, good, pay));  // replayed old sequence number
   drive(a, 50);
   auto mid = a.transport().stats();
@@ -286,7 +289,8 @@ TEST(DpdkRing, BadFramesAreDroppedAndCounted) {
   EXPECT_TRUE(a.endpoint(1).status().ok()) << a.endpoint(1).status().to_string();
 
   // The connection still carries data bit-exact.
-  std::thread tb2([&] { EXPECT_TRUE(run_plan(b, 0, kSmallSizes, 1, std::chrono::seconds(60)).ok()); });
+  std::thread tb2(
+      [&] { EXPECT_TRUE(run_plan(b, 0, kSmallSizes, 1, std::chrono::seconds(60)).ok()); });
   Status st = run_plan(a, 1, kSmallSizes, 1, std::chrono::seconds(60));
   tb2.join();
   EXPECT_TRUE(st.ok()) << st.to_string();
@@ -391,7 +395,7 @@ TEST(DpdkRing, MoreBadFramesAndAnOversizeMessage) {
   rec.len = 40;  // 16 + 8 + 16 + 40 = 80 > 64
   std::memcpy(recs.data() + 24, &rec, sizeof rec);
   inj.send(frame(sb, sa, h, recs));  // the second record runs past the payload
-  rec.len = 8;  // 16 + 8 + 16 + 8 = 48 < 64
+  rec.len = 8;                       // 16 + 8 + 16 + 8 = 48 < 64
   std::memcpy(recs.data() + 24, &rec, sizeof rec);
   inj.send(frame(sb, sa, h, recs));  // payload left over after the records
   h = good;

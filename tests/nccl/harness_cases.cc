@@ -140,10 +140,8 @@ void round_trip(Net& net, Mesh& m, std::vector<Buffers>& bufs, int ranks, int ro
     }
     for (int j = 0; j < kSameTag; ++j) {
       sends.push_back(
-          {post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], same_size(j), 100,
-                     b.tx_mh),
-           p,
-           kNumMsgs + j, 1});
+          {post_send(net, m.send[p], b.tx.data() + offs[kNumMsgs + j], same_size(j), 100, b.tx_mh),
+           p, kNumMsgs + j, 1});
     }
   }
   for (auto& s : sends) {

@@ -43,8 +43,8 @@ inline int max_ranks() {
 }
 
 /// Skip the current test (with the reason) when `n` ranks exceed max_ranks().
-#define GW_PS_NEED_RANKS(n)                                                               \
-  if ((n) > ::gw::ps_test::max_ranks())                                                  \
+#define GW_PS_NEED_RANKS(n)                                                                  \
+  if ((n) > ::gw::ps_test::max_ranks())                                                      \
   GTEST_SKIP() << (n) << " ranks exceed GW_TEST_PS_MAX_RANKS=" << ::gw::ps_test::max_ranks() \
                << " for " << ::gw::ps_test::transport_spec()
 

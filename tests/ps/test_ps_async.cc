@@ -83,7 +83,8 @@ void ssp_run(int s, uint32_t seed, bool forced) {
         ASSERT_TRUE(idle_until(g.get(), [&] { return fast_at_bound.load() == workers - 1; }));
       } else {
         const unsigned ms = me == straggler ? 2 + jitter() % 6 : jitter() % 2;
-        idle_until(g.get(), [] { return false; }, Millis(ms));
+        idle_until(
+            g.get(), [] { return false; }, Millis(ms));
       }
       PsHandle h[2];
       for (int k = 0; k < 2; ++k) {
@@ -105,7 +106,8 @@ void ssp_run(int s, uint32_t seed, bool forced) {
         const int64_t stale = t - slowest;
         EXPECT_LE(stale, s) << "worker " << me << " clock " << t << " key " << keys[k].key;
         int64_t prev = worst_seen.load();
-        while (stale > prev && !worst_seen.compare_exchange_weak(prev, stale)) {}
+        while (stale > prev && !worst_seen.compare_exchange_weak(prev, stale)) {
+        }
         if (k == 0) {  // small messages keep their order: a worker reads its own pushes
           EXPECT_GE(par[k][static_cast<size_t>(me)], static_cast<float>(t));
         }

@@ -65,14 +65,14 @@ void expect_table_rejected(std::vector<KeySpec> server_keys, std::vector<KeySpec
 TEST(PsErrors, ServerRejectsADifferentKeyTable) {
   std::vector<KeySpec> keys{{1, 100}, {2, 5}};
   expect_table_rejected(keys, {{1, 128}, {2, 5}}, options(1, Consistency::kBsp),
-                        {"worker rank 2", "key 1 has 128 elements (512 bytes) on the worker but "
-                                          "100 (400 bytes) on the server"});
+                        {"worker rank 2",
+                         "key 1 has 128 elements (512 bytes) on the worker but "
+                         "100 (400 bytes) on the server"});
   expect_table_rejected(keys, {{1, 100}, {2, 5}, {3, 4}}, options(1, Consistency::kBsp),
                         {"worker rank 2", "key 3"});
   expect_table_rejected(keys, {{1, 100}}, options(1, Consistency::kBsp),
                         {"key 2 (5 elements) is missing on the worker"});
-  expect_table_rejected(keys, keys, options(1, Consistency::kSsp, 3),
-                        {"options differ", "ssp"});
+  expect_table_rejected(keys, keys, options(1, Consistency::kSsp, 3), {"options differ", "ssp"});
 }
 
 // A hand-made worker (no PsWorker) sends requests a real worker never would; the server
@@ -232,8 +232,10 @@ TEST_P(PsDeath, WorkerDeathIsReportedToEveryone) {
     ASSERT_TRUE(w.ok());
     if (rank == 2) {
       ASSERT_TRUE(idle_until(g.get(), [&] { return pulling.load(); }));
-      idle_until(g.get(), [] { return false; }, Millis(20));
-      die(g, [&] { w->reset(); }, all_done);
+      idle_until(
+          g.get(), [] { return false; }, Millis(20));
+      die(
+          g, [&] { w->reset(); }, all_done);
       return;
     }
     std::vector<float> v(64, 1.0f);
@@ -264,7 +266,8 @@ TEST_P(PsDeath, ServerDeathIsReportedToEveryone) {
       ASSERT_TRUE(s.ok());
       if (rank == 1) {
         ASSERT_TRUE(idle_until(g.get(), [&] { return pulling.load(); }));
-        die(g, [&] { s->reset(); }, all_done);
+        die(
+            g, [&] { s->reset(); }, all_done);
         return;
       }
       Status st = (*s)->serve(kTimeout);

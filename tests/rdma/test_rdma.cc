@@ -10,9 +10,9 @@
 
 #include "conformance.h"
 #include "gw_config.h"
+#include "gw_socket.h"
 #include "rdma_test_util.h"
 #include "rdma_wire.h"
-#include "gw_socket.h"
 
 namespace gw::conformance {
 namespace {
@@ -54,14 +54,12 @@ void all_pairs(const TransportCase& c, int ranks, const std::vector<size_t>& siz
 
 TEST_P(RdmaRanks, AllPairsAllSizes) {
   all_pairs(kRxe, GetParam(),
-            {0, 1, 3, 255, 4097, kEager - 1, kEager, kEager + 1, 65537, (size_t{1} << 20) + 7},
-            0);
+            {0, 1, 3, 255, 4097, kEager - 1, kEager, kEager + 1, 65537, (size_t{1} << 20) + 7}, 0);
 }
 
 // Two queue pairs per connection: 32 KiB, 64 KiB + 1 and 1 MiB + 7 are striped.
 TEST_P(RdmaRanks, AllPairsAllSizesTwoQps) {
-  all_pairs(kRxeQps2, GetParam(),
-            {0, 1, 4097, kEager + 1, 32768, 65537, (size_t{1} << 20) + 7}, 3);
+  all_pairs(kRxeQps2, GetParam(), {0, 1, 4097, kEager + 1, 32768, 65537, (size_t{1} << 20) + 7}, 3);
 }
 INSTANTIATE_TEST_SUITE_P(Rxe, RdmaRanks, ::testing::Range(2, 5));
 
@@ -92,8 +90,8 @@ TEST_F(Rdma, EagerRendezvousBoundary) {
 // sizes below and above the inline limit (above it registered buffers go without a copy), the
 // MTU exactly and the eager limit, receives posted before and after the messages arrive.
 TEST_F(Rdma, CompactEagerTagsAcrossHighHalves) {
-  const uint64_t tags[] = {5, (uint64_t{1} << 40) | 5, (uint64_t{1} << 40) | 6, 5, 7,
-                           (uint64_t{3} << 33) | 5, (uint64_t{1} << 40) | 5, 0xC0ull << 56};
+  const uint64_t tags[] = {5, (uint64_t{1} << 40) | 5, (uint64_t{1} << 40) | 6, 5,
+                           7, (uint64_t{3} << 33) | 5, (uint64_t{1} << 40) | 5, 0xC0ull << 56};
   const size_t sizes[] = {0, 2, 300, 4096, kEager, 1000, kEager + 1, 64};
   for (bool late : {false, true}) {
     run_ranks(kRxe, 2, [&](Group& g) {
@@ -347,8 +345,8 @@ TEST_F(Rdma, BadRegistrationSaysWhat) {
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), Code::kInvalidArgument);
   // A range no mapping covers: the kernel refuses to pin it.
-  auto b = (*t)->register_memory(reinterpret_cast<void*>(uintptr_t{0x10000}), 1 << 16,
-                                 MemKind::kHost);
+  auto b =
+      (*t)->register_memory(reinterpret_cast<void*>(uintptr_t{0x10000}), 1 << 16, MemKind::kHost);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), Code::kInvalidArgument) << b.status().to_string();
   EXPECT_NE(b.status().to_string().find("rxe0"), std::string::npos) << b.status().to_string();

@@ -20,8 +20,7 @@ TEST(RdmaAuth, OnlyTheRightKeyConnectsAndBothSidesSayWhy) {
       EXPECT_EQ(b->stats()["rejected_conns"], 1u);
       continue;
     }
-    ASSERT_TRUE(ab.ok() && ba.ok())
-        << ab.status().to_string() << " / " << ba.status().to_string();
+    ASSERT_TRUE(ab.ok() && ba.ok()) << ab.status().to_string() << " / " << ba.status().to_string();
     std::vector<uint8_t> out(100, 7), in(100);
     SendRequest s{out.data(), out.size(), 5, 1, nullptr};
     RecvRequest r{in.data(), in.size(), 5, 2, nullptr};

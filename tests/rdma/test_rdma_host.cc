@@ -123,8 +123,8 @@ TEST(RdmaGpuRegistration, DmabufExportFailureIsReported) {
   ASSERT_TRUE(path.ok());
   ASSERT_EQ(gpu_registration(*path), GpuReg::kDmabuf);
   ASSERT_EQ(path->dmabuf_export, &fake_export);
-  auto mr = register_cuda(nullptr, *path, reinterpret_cast<void*>(uintptr_t{0x7f0000001234}),
-                          100, 0, "mlx5_0");
+  auto mr = register_cuda(nullptr, *path, reinterpret_cast<void*>(uintptr_t{0x7f0000001234}), 100,
+                          0, "mlx5_0");
   ASSERT_FALSE(mr.ok());
   EXPECT_EQ(mr.status().code(), Code::kSystemError);
   EXPECT_NE(mr.status().to_string().find("CUresult 1"), std::string::npos);

@@ -61,8 +61,8 @@ void exchange(const TransportCase& tc, bool late_recvs) {
   auto groups = make_groups(tc, 2);
   ASSERT_EQ(groups.size(), 2u);
   std::vector<Case> cases;
-  for (size_t len : {size_t{1}, kEager - 1, kEager, kEager + 1, size_t{8192 * 3 + 1},
-                     size_t{65537}, (size_t{1} << 20) + 7}) {
+  for (size_t len : {size_t{1}, kEager - 1, kEager, kEager + 1, size_t{8192 * 3 + 1}, size_t{65537},
+                     (size_t{1} << 20) + 7}) {
     cases.push_back({true, true, true, len});
     cases.push_back({true, false, true, len});
     cases.push_back({false, true, true, len});
@@ -164,8 +164,7 @@ TEST_F(RdmaStaging, StrictRefusesStaging) {
   auto t = Transport::open("rdma:dev=rxe0,gpu_strict=true");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Code::kNotSupported);
-  EXPECT_NE(t.status().to_string().find("gpu_strict"), std::string::npos)
-      << t.status().to_string();
+  EXPECT_NE(t.status().to_string().find("gpu_strict"), std::string::npos) << t.status().to_string();
 }
 
 // Without a device-copy table, registering CUDA memory is refused with what to do.
