@@ -60,6 +60,10 @@ class Model(unittest.TestCase):
                 self.assertGreaterEqual(n, 5, "at least --iters")
                 self.assertGreaterEqual(w, 1)
         self.assertEqual(gm.iters_for(args, "1gbit", 16 << 20), (1, 5))  # big: as asked
+        # Loopback has no bucket: the iterations asked for, and a link rate of 0 (host-bound).
+        self.assertEqual(gm.iters_for(args, "loopback", 4096), (2, 5))
+        self.assertEqual(gm.rate_bps("loopback"), 0.0)
+        self.assertEqual(gm.rate_bps("200mbit"), 200e6)
 
     def test_predict_table_and_plots(self):
         with tempfile.TemporaryDirectory() as d:
