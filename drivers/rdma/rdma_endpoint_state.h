@@ -1,0 +1,129 @@
+/// @file rdma_endpoint_state.h
+/// The records an RdmaEndpoint keeps (rdma_endpoint.h): send slots, posted and rendezvous
+/// receives, unexpected and held messages, queued work, lanes, credit words, advertisements
+/// and staging windows. Kept apart so the endpoint class reads as its operations.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gw_core.h"
+#include "rdma_transport.h"
+
+namespace gw::drv::rdma::ep_state {
+
+inline constexpr uint32_t kNoSlot = UINT32_MAX;
+
+struct SendSlot {
+  SendRequest req;
+  RegCache::Entry* reg = nullptr;  // taken from the cache for a rendezvous send
+  uint64_t off[kMaxQps] = {};      // per stripe: next byte to WRITE
+  uint32_t lkey = 0;
+  uint8_t stripes_left = 0;  // WRITEs with immediate not yet completed
+  bool awaiting_cts = false;
+  bool used = false;
+  bool staged = false;            // CUDA memory copied out through pinned buffers
+  bool windowed = false;          // the receiver stages: it asks for windows (kWin)
+  uint64_t win_next = 0;          // windowed: the next window's offset
+  uint64_t copied[kMaxQps] = {};  // staged: per stripe, bytes whose copy has started
+};
+
+struct PostedRecv {
+  RecvRequest req;
+  uint64_t post_seq = 0;
+  uint32_t adv = UINT32_MAX;  // rendezvous slot it is advertised in (rdma_advert.cc)
+};
+
+struct RndvRecv {
+  RecvRequest req;
+  uint64_t tag = 0, len = 0;
+  RegCache::Entry* reg = nullptr;
+  uint8_t stripes_left = 0;  // WRITEs with immediate still to come
+  bool used = false;
+  bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
+  int adv_recv = -1;     // advertised: its entry in recvs_ until a WRITE claims it
+  bool discard = false;  // its receive already completed (too small): drop the data
+  core::UBuf bounce;     // unexpected pull: the data lands here first (the core's store)
+  MrPtr bounce_mr;
+  bool staged = false;              // CUDA memory: windows through pinned buffers (rdma_staging.cc)
+  uint32_t send_id = 0;             // staged: the sender's slot, named in each window
+  uint64_t next_off = 0, done = 0;  // staged: bytes asked for, bytes copied in
+};
+
+struct Unexpected {
+  MsgType type = MsgType::kEager;
+  uint64_t tag = 0, len = 0, arrival = 0;
+  uint32_t send_id = 0;
+  uint32_t rndv = kNoSlot;  // a rendezvous being pulled into this slot's bounce buffer
+  core::UBuf data;          // eager payload (from the core's store, within its budget)
+};
+
+/// A message left in lane 0's receive buffer `slot` (back-pressure), payload at `off`.
+struct Held {
+  MsgHdr h;
+  uint32_t slot = 0, off = 0;
+};
+
+struct TxItem {
+  MsgType type = MsgType::kEager;
+  bool write = false;    // rendezvous data for send slot `id`
+  uint8_t stripes = 1;   // CTS and write: lanes the data is spread over
+  bool started = false;  // write: its stripe offsets are set (at the queue's front)
+  uint32_t id = 0, id2 = 0;
+  uint64_t tag = 0, len = 0, addr = 0;
+  uint64_t base = 0;  // write: offset in the message of the bytes to write (windows)
+  uint32_t rkey = 0;
+};
+
+struct Sig {
+  uint32_t wrs = 0, msgs = 0;  // what one signalled completion retires
+};
+
+struct Lane {
+  QpPtr qp;
+  uint32_t sq_used = 0;  // send work requests staged or posted, not retired
+  uint32_t unsignaled = 0, unsignaled_msgs = 0;
+  Ring<Sig> sigs;  // signalled requests in flight, in posting order
+  std::vector<ibv_send_wr> wrs;
+  std::vector<ibv_sge> sges;
+  uint32_t staged = 0;
+};
+
+struct alignas(64) CreditWords {
+  volatile uint32_t peer_posted;  // written by the peer
+  uint32_t my_posted;             // source of our credit WRITE
+};
+
+struct Orphan {
+  uint32_t index = 0;
+  uint64_t tag = 0;
+  bool claimed = false;
+};
+
+struct Advert {
+  uint64_t tag = 0, len = 0, addr = 0;
+  uint32_t rkey = 0, slot = 0;
+  uint8_t stripes = 1;
+  bool dead = false;
+};
+
+struct StageOp {  // send side: a buffer being filled from device memory, then written
+  int buf = 0;
+  uint32_t lane = 0, len = 0;
+  uint64_t off = 0;
+  bool last = false;
+};
+
+struct Win {  // receive side, per buffer: a window asked for, landed, copying in
+  uint32_t rndv = kNoSlot, len = 0, seq = 0;
+  uint64_t off = 0;
+  bool copying = false;
+};
+
+struct Pinned {  // the registration goes first, before the pool frees its memory
+  std::unique_ptr<StagingPool> pool;
+  MrPtr mr;
+};
+
+}  // namespace gw::drv::rdma::ep_state
