@@ -175,6 +175,25 @@ put("fuzz_ps_msgs", "many_keys", b"\x00" + b"\x01" + u16(len(table)) +
     table[:24] + struct.pack("<Q", (1 << 60) + 2) + table[32:])
 
 
+
+# ps key table alone: mode, servers - 1, staleness, min_part - 1, declared keys - 1, table
+def ps_table(mode, servers, stal, min_part, keys, nkeys=None):
+    n = len(keys) if nkeys is None else nkeys
+    return (struct.pack("<IB3xiiQQ", 0x47575053, mode, servers, stal, min_part, n) +
+            b"".join(struct.pack("<QQ", k, c) for k, c in keys))
+
+
+two = [(1, 8), (2, 100)]
+put("fuzz_ps_table", "ok", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two))
+put("fuzz_ps_table", "ssp_four", bytes([2, 1, 1, 0, 3]) +
+    ps_table(2, 2, 1, 1, two + [(7, 1), (1 << 40, 3)]))
+put("fuzz_ps_table", "wraps", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two, (1 << 60) + 2))
+put("fuzz_ps_table", "wrong_count", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8), (2, 99)]))
+put("fuzz_ps_table", "missing", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8)]))
+put("fuzz_ps_table", "twice", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two + [(1, 8)]))
+put("fuzz_ps_table", "short", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two)[:20])
+
+
 # rdma header messages (rdma_wire.h check_msg): lanes, eager_bytes, payload, send flags
 # (present|used|awaiting|windowed), win_next, send length, then MsgHdr (48 bytes, version 4).
 def rdma_case(lanes, eager, payload, flags, win_next, slen, typ, stripes, tag, ln, rkey):
