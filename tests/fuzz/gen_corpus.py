@@ -188,7 +188,8 @@ put("fuzz_ps_table", "ok", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two))
 put("fuzz_ps_table", "ssp_four", bytes([2, 1, 1, 0, 3]) +
     ps_table(2, 2, 1, 1, two + [(7, 1), (1 << 40, 3)]))
 put("fuzz_ps_table", "wraps", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two, (1 << 60) + 2))
-put("fuzz_ps_table", "wrong_count", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8), (2, 99)]))
+put("fuzz_ps_table", "wrong_count",
+    bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8), (2, 99)]))
 put("fuzz_ps_table", "missing", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8)]))
 put("fuzz_ps_table", "twice", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two + [(1, 8)]))
 put("fuzz_ps_table", "short", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two)[:20])
