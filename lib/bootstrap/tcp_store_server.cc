@@ -1,9 +1,9 @@
 // TCP store server: one thread, poll() over the listening socket, a wake-up eventfd and every
 // client. Non-blocking I/O; requests that wait (GET, WAIT) park the client until its keys
-// exist or its timeout passes. Malformed or oversized frames close that client, never the
-// server, and nothing is allocated from a length before it was checked against kMaxFrame.
-// A rank's session (HELLO) that closes without a BYE marks that rank as left: parked and later
-// GET/WAITs that still miss keys are answered LEFT at once (tcp_store_proto.h).
+// exist or its timeout passes. What the requests do is StoreCore's (tcp_store_core.cc); this
+// file moves the bytes. A rank's session (HELLO) that closes without a BYE marks that rank as
+// left: parked and later GET/WAITs that still miss keys are answered LEFT at once
+// (tcp_store_proto.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <map>
 #include <thread>
 #include <vector>
 
@@ -21,19 +20,15 @@
 #include "log.h"
 #include "gw_socket.h"
 #include "gw_auth.h"
-#include "tcp_store_proto.h"
+#include "tcp_store_core.h"
 
 namespace gw {
 namespace {
 
-namespace wire = store::wire;
+using store::Client;
+using store::kMaxWaitMs;
 
 constexpr size_t kMaxClients = 4096;
-constexpr auto kOkReply = static_cast<uint8_t>(wire::Reply::kOk);
-constexpr auto kErrorReply = static_cast<uint8_t>(wire::Reply::kError);
-constexpr auto kTimeoutReply = static_cast<uint8_t>(wire::Reply::kTimeout);
-constexpr auto kLeftReply = static_cast<uint8_t>(wire::Reply::kLeft);
-constexpr int64_t kMaxWaitMs = int64_t{24} * 3600 * 1000;
 
 std::string peer_text(const sockaddr_storage& sa) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -50,35 +45,13 @@ std::string peer_text(const sockaddr_storage& sa) {
   return host_port(host, port);
 }
 
-struct Client {
-  Fd fd;
-  std::string peer;
-  std::string in;  // bytes received, not yet handled, from in_off on
-  size_t in_off = 0;
-  std::string out;  // reply bytes not yet sent, from out_off on
-  size_t out_off = 0;
-  bool closed = false;
-  // The key's challenge-response runs before any request: null once it passed.
-  std::unique_ptr<auth::Server> auth;
-  bool proof_due = false;  // the ClientHello was answered; the proof comes next
-  int rank = -1;     // the rank whose session this is (HELLO), else -1
-  bool bye = false;  // the session said goodbye: its close is normal
-  // A parked GET/WAIT: keys[next..] may still be missing.
-  bool waiting = false;
-  wire::Op wait_op = wire::Op::kGet;
-  std::vector<std::string> keys;
-  size_t next = 0;
-  Clock::time_point deadline;
-};
-
-class Server final : public TcpStoreServer {
+class Server final : public TcpStoreServer, private store::StoreCore {
  public:
   Server(Fd listen, Fd wake, uint16_t port, std::string where, auth::KeyPtr key)
-      : listen_(std::move(listen)),
+      : StoreCore(std::move(where), std::move(key)),
+        listen_(std::move(listen)),
         wake_(std::move(wake)),
-        port_(port),
-        where_(std::move(where)),
-        key_(std::move(key)) {
+        port_(port) {
     thread_ = std::thread([this] { run(); });
   }
   ~Server() override {
@@ -92,34 +65,18 @@ class Server final : public TcpStoreServer {
   void run();
   void accept_clients();
   void read_client(Client& c);
-  void handle_frames(Client& c);
-  /// Runs the authentication on c's input. @return whether requests may follow now.
-  bool authenticate(Client& c);
-  bool handle(Client& c, std::string_view payload);  // false: malformed
-  void reply(Client& c, std::string frame);
-  void flush(Client& c);
-  void drop(Client& c, const std::string& why);
-  // Re-checks parked clients after a key changed; replies to those now satisfied.
-  void wake_waiters();
-  bool satisfied(Client& c);
-  enum class End { kDone, kTimeout, kLeft };
-  void finish_wait(Client& c, End end);
-  // A session closed without a goodbye: the first such rank fails every unsatisfied waiter.
-  void rank_left(int rank, const std::string& why);
+  void flush(Client& c) override;
+  void send_last(Client& c, const uint8_t* p, size_t n) override {
+    (void)::send(c.fd.get(), p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
 
-  std::shared_ptr<spdlog::logger> lg_ = log::get("gw.store");
   Fd listen_, wake_;
   uint16_t port_;
-  std::string where_;
-  std::map<std::string, std::string, std::less<>> data_;
-  std::vector<std::unique_ptr<Client>> clients_;
-  int left_rank_ = -1;  // the first rank that left (sticky), else -1
-  auth::KeyPtr key_;
   std::thread thread_;
 };
 
 void Server::run() {
-  lg_->debug("tcp store server listening on {}", where_);
+  lg_->debug("tcp store server listening on {}", where());
   std::vector<pollfd> fds;
   for (;;) {
     fds.clear();
@@ -127,7 +84,7 @@ void Server::run() {
     fds.push_back({listen_.get(), POLLIN, 0});
     int timeout_ms = -1;
     auto now = Clock::now();
-    for (auto& c : clients_) {
+    for (auto& c : clients()) {
       short ev = c->out_off < c->out.size() ? POLLOUT : POLLIN;
       fds.push_back({c->fd.get(), ev, 0});
       if (c->waiting) {
@@ -137,28 +94,24 @@ void Server::run() {
       }
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
-      lg_->error("tcp store server on {}: poll failed: {}; stopping", where_, errno_text(errno));
+      lg_->error("tcp store server on {}: poll failed: {}; stopping", where(), errno_text(errno));
       return;
     }
     if (fds[0].revents) return;
     // Clients accepted below get polled from the next round on; index the current ones.
-    size_t n = clients_.size();
+    size_t n = clients().size();
     for (size_t i = 0; i < n; ++i) {
-      Client& c = *clients_[i];
+      Client& c = *clients()[i];
       short re = fds[i + 2].revents;
       if (re & POLLOUT) flush(c);
       if (!c.closed && (re & (POLLIN | POLLHUP | POLLERR))) read_client(c);
     }
     // Requests that arrived while a reply was going out or a wait was parked. (Never called
     // from inside handle(): it walks the client's input buffer.)
-    for (auto& c : clients_) handle_frames(*c);
+    for (auto& c : clients()) handle_frames(*c);
     if (fds[1].revents & POLLIN) accept_clients();
-    now = Clock::now();
-    for (auto& c : clients_) {
-      if (c->waiting && !c->closed && c->deadline <= now)
-        finish_wait(*c, satisfied(*c) ? End::kDone : End::kTimeout);
-    }
-    std::erase_if(clients_, [](auto& c) { return c->closed; });
+    expire(Clock::now());
+    sweep();
   }
 }
 
@@ -170,22 +123,18 @@ void Server::accept_clients() {
                         SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-        lg_->warn("tcp store server on {}: accept failed: {}", where_, errno_text(errno));
+        lg_->warn("tcp store server on {}: accept failed: {}", where(), errno_text(errno));
       }
       return;
     }
-    if (clients_.size() >= kMaxClients) {
-      lg_->warn("tcp store server on {}: refusing {}: already {} clients", where_, peer_text(sa),
+    if (clients().size() >= kMaxClients) {
+      lg_->warn("tcp store server on {}: refusing {}: already {} clients", where(), peer_text(sa),
                 kMaxClients);
       continue;
     }
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto c = std::make_unique<Client>();
-    c->fd = std::move(fd);
-    c->peer = peer_text(sa);
-    c->auth = std::make_unique<auth::Server>(key_, "store", nullptr, 0);
-    clients_.push_back(std::move(c));
+    add_client(std::move(fd), peer_text(sa));
   }
 }
 
@@ -194,211 +143,16 @@ void Server::read_client(Client& c) {
   // Bounded per round so that one busy client cannot starve the others.
   for (int round = 0; round < 16; ++round) {
     ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
-    if (n == 0) return drop(c, "");
+    if (n == 0) return hang_up(c);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return drop(c, "");
+      return hang_up(c);
     }
-    c.in.append(buf, static_cast<size_t>(n));
-    if (c.in.size() - c.in_off > wire::kHeader + wire::kMaxFrame) {
-      return drop(c, "sent more than one maximal frame while its request was pending");
-    }
+    received(c, {buf, static_cast<size_t>(n)});
+    if (c.closed) return;
     if (static_cast<size_t>(n) < sizeof buf) break;
   }
-}
-
-bool Server::authenticate(Client& c) {
-  const size_t need = c.proof_due ? auth::kMac : auth::kClientHello;
-  const auto* in = reinterpret_cast<const uint8_t*>(c.in.data() + c.in_off);
-  if (!c.proof_due && !auth::plausible_hello(in, c.in.size() - c.in_off)) {
-    drop(c, "no authentication hello (not a gradwire store client, or another version)");
-    return false;
-  }
-  if (c.in.size() - c.in_off < need) return false;
-  c.in_off += need;
-  uint8_t out[auth::kServerHello];
-  auto next = c.proof_due ? c.auth->on_proof(in, out) : c.auth->on_hello(in, out);
-  const size_t n = c.proof_due ? auth::kVerdict : auth::kServerHello;
-  if (next == auth::Server::Next::kRefuse) {
-    // Say why before closing: a few bytes on a fresh socket, sent whole or not at all.
-    (void)::send(c.fd.get(), out, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    drop(c, c.auth->why());
-    return false;
-  }
-  c.proof_due = next == auth::Server::Next::kProof;
-  if (!c.proof_due) c.auth.reset();
-  reply(c, std::string(reinterpret_cast<const char*>(out), n));
-  return !c.auth;
-}
-
-void Server::handle_frames(Client& c) {
-  while (!c.closed && c.auth && c.out_off == c.out.size())
-    if (!authenticate(c)) break;
-  while (!c.closed && !c.auth && !c.waiting && c.out_off == c.out.size()) {
-    std::string_view in(c.in.data() + c.in_off, c.in.size() - c.in_off);
-    if (in.size() < wire::kHeader) break;
-    auto magic = wire::get_le(in.data(), 4);
-    auto len = wire::get_le(in.data() + 4, 4);
-    if (magic != wire::kMagic) return drop(c, "bad magic (not a gradwire store client?)");
-    if (len > wire::kMaxFrame) {
-      return drop(c, "frame of " + std::to_string(len) + " bytes exceeds the limit of " +
-                         std::to_string(wire::kMaxFrame));
-    }
-    if (in.size() < wire::kHeader + len) break;
-    if (!handle(c, in.substr(wire::kHeader, len))) return drop(c, "malformed request");
-    c.in_off += wire::kHeader + len;
-  }
-  if (c.in_off == c.in.size()) {
-    c.in.clear();
-    c.in_off = 0;
-  } else if (c.in_off > (1u << 20)) {
-    c.in.erase(0, c.in_off);
-    c.in_off = 0;
-  }
-}
-
-bool Server::handle(Client& c, std::string_view payload) {
-  wire::Reader r(payload);
-  auto op = static_cast<wire::Op>(r.u8());
-  auto read_keys = [&](uint32_t n) {
-    c.keys.clear();
-    for (uint32_t i = 0; i < n && r.ok(); ++i) c.keys.emplace_back(r.str());
-  };
-  auto park = [&](int64_t timeout_ms) {
-    c.waiting = true;
-    c.wait_op = op;
-    c.next = 0;
-    c.deadline = Clock::now() + Millis(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
-    if (satisfied(c))
-      finish_wait(c, End::kDone);
-    else if (left_rank_ >= 0)
-      finish_wait(c, End::kLeft);
-  };
-  switch (op) {
-    case wire::Op::kSet: {
-      auto key = r.str();
-      auto value = r.str();
-      if (!r.ok() || !r.at_end()) return false;
-      data_.insert_or_assign(std::string(key), std::string(value));
-      reply(c, wire::Writer().u8(kOkReply).finish());
-      wake_waiters();
-      return true;
-    }
-    case wire::Op::kGet: {
-      c.keys.assign(1, std::string(r.str()));
-      int64_t timeout_ms = r.i64();
-      if (!r.ok() || !r.at_end()) return false;
-      park(timeout_ms);
-      return true;
-    }
-    case wire::Op::kAdd: {
-      auto key = r.str();
-      int64_t delta = r.i64();
-      if (!r.ok() || !r.at_end()) return false;
-      int64_t old = 0;
-      Status bad;
-      if (auto it = data_.find(key); it != data_.end()) {
-        auto parsed = store::parse_counter("tcp store " + where_, key, it->second);
-        if (parsed.ok())
-          old = *parsed;
-        else
-          bad = parsed.status();
-      }
-      Result<int64_t> v = bad.ok() ? store::add_checked("tcp store " + where_, key, old, delta)
-                                   : Result<int64_t>(bad);
-      if (!v.ok()) {
-        reply(c, wire::Writer().u8(kErrorReply).str(v.status().message()).finish());
-        return true;
-      }
-      data_.insert_or_assign(std::string(key), std::to_string(*v));
-      reply(c, wire::Writer().u8(kOkReply).i64(*v).finish());
-      wake_waiters();
-      return true;
-    }
-    case wire::Op::kWait: {
-      int64_t timeout_ms = r.i64();
-      read_keys(r.u32());
-      if (!r.ok() || !r.at_end()) return false;
-      park(timeout_ms);
-      return true;
-    }
-    case wire::Op::kCheck: {
-      read_keys(r.u32());
-      if (!r.ok() || !r.at_end()) return false;
-      c.next = 0;
-      bool all = satisfied(c);
-      c.keys.clear();
-      reply(c, wire::Writer().u8(kOkReply).u8(all ? 1 : 0).finish());
-      return true;
-    }
-    case wire::Op::kHello: {
-      uint32_t rank = r.u32();
-      if (!r.ok() || !r.at_end() || rank > wire::kMaxRank || c.rank >= 0) return false;
-      c.rank = static_cast<int>(rank);
-      reply(c, wire::Writer().u8(kOkReply).finish());
-      return true;
-    }
-    case wire::Op::kBye:
-      if (!r.at_end()) return false;
-      c.bye = true;
-      return true;
-  }
-  return false;
-}
-
-bool Server::satisfied(Client& c) {
-  while (c.next < c.keys.size() && data_.contains(c.keys[c.next])) ++c.next;
-  return c.next == c.keys.size();
-}
-
-void Server::finish_wait(Client& c, End end) {
-  c.waiting = false;
-  wire::Writer w;
-  if (end == End::kDone) {
-    w.u8(kOkReply);
-    if (c.wait_op == wire::Op::kGet) w.str(data_.find(c.keys[0])->second);
-  } else {
-    if (end == End::kLeft)
-      w.u8(kLeftReply).u32(static_cast<uint32_t>(left_rank_));
-    else
-      w.u8(kTimeoutReply);
-    std::vector<const std::string*> missing;
-    for (size_t i = c.next; i < c.keys.size(); ++i)
-      if (!data_.contains(c.keys[i])) missing.push_back(&c.keys[i]);
-    w.u32(static_cast<uint32_t>(missing.size()));
-    for (auto* k : missing) w.str(*k);
-  }
-  c.keys.clear();
-  reply(c, w.finish());
-}
-
-void Server::wake_waiters() {
-  for (auto& c : clients_) {
-    if (c->waiting && !c->closed && satisfied(*c)) finish_wait(*c, End::kDone);
-  }
-}
-
-void Server::rank_left(int rank, const std::string& why) {
-  lg_->warn("tcp store server on {}: rank {} closed its store session without a goodbye{}{}; "
-            "{}",
-            where_, rank, why.empty() ? " (killed or crashed?)" : ": ", why,
-            left_rank_ < 0 ? "failing the store waits of the other ranks" : "already failing");
-  if (left_rank_ >= 0) return;
-  left_rank_ = rank;
-  for (auto& c : clients_) {
-    if (c->waiting && !c->closed) finish_wait(*c, satisfied(*c) ? End::kDone : End::kLeft);
-  }
-}
-
-void Server::reply(Client& c, std::string frame) {
-  if (c.out_off == c.out.size()) {
-    c.out = std::move(frame);
-    c.out_off = 0;
-  } else {
-    c.out += frame;
-  }
-  flush(c);
 }
 
 void Server::flush(Client& c) {
@@ -408,7 +162,7 @@ void Server::flush(Client& c) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      return drop(c, "");
+      return hang_up(c);
     }
     c.out_off += static_cast<size_t>(n);
   }
@@ -416,17 +170,6 @@ void Server::flush(Client& c) {
     c.out.clear();
     c.out_off = 0;
   }
-}
-
-void Server::drop(Client& c, const std::string& why) {
-  if (c.closed) return;
-  if (!why.empty()) {
-    lg_->warn("tcp store server on {}: closing client {}: {}", where_, c.peer, why);
-  }
-  c.closed = true;
-  c.waiting = false;
-  c.fd.reset();
-  if (c.rank >= 0 && !c.bye) rank_left(c.rank, why);
 }
 
 Result<Fd> listen_on(const addrinfo& ai, bool dual_stack) {

@@ -26,6 +26,16 @@ std::string env_name(std::string_view key) {
   return e;
 }
 
+// Whether `name` is env_name(key), without building it.
+bool is_env_name(std::string_view name, std::string_view key) {
+  if (name.size() != key.size() + 3 || !name.starts_with("GW_")) return false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    char c = key[i];
+    if (name[i + 3] != ((c == '.') ? '_' : static_cast<char>(std::toupper(c)))) return false;
+  }
+  return true;
+}
+
 std::string join_keys(std::string_view section) {
   std::string out;
   for (auto& k : Config::keys_of(section)) out += (out.empty() ? "" : ", ") + k;
@@ -69,8 +79,10 @@ ConfigKeys::ConfigKeys(std::initializer_list<ConfigKeyDef> defs) {
 
 std::vector<std::string> Config::keys_of(std::string_view section) {
   std::vector<std::string> out;
-  for (auto& [k, d] : schema())
-    if (section_of(k) == section) out.push_back(k);
+  for (auto& [k, d] : schema()) {
+    std::string_view key(k);  // section_of(k) == section, without a string per key
+    if (key.substr(0, key.find('.')) == section) out.push_back(k);
+  }
   return out;
 }
 
@@ -92,7 +104,9 @@ Status Config::set(std::string_view key, std::string_view value, std::string_vie
 
 Result<Config> Config::load(const std::string& path) {
   Config c;
-  for (auto& [k, d] : schema()) c.entries_[k] = Entry{d.default_value, "default"};
+  // The schema is sorted as entries_ is: each default goes in at the end without a search.
+  for (auto& [k, d] : schema())
+    c.entries_.emplace_hint(c.entries_.end(), k, Entry{d.default_value, "default"});
   if (!path.empty()) {
     toml::table tbl;
     try {
@@ -132,23 +146,25 @@ Result<Config> Config::load(const std::string& path) {
     }
   }
   // Environment overrides: GW_<SECTION>_<KEY>. A variable that names a known section but no key
-  // of it is a typo we refuse, rather than silently ignore.
-  std::map<std::string, std::string> known_env;
-  std::vector<std::string> sections;
-  for (auto& [k, d] : schema()) {
-    known_env[env_name(k)] = k;
-    auto s = section_of(k);
-    if (std::find(sections.begin(), sections.end(), s) == sections.end()) sections.push_back(s);
-  }
+  // of it is a typo we refuse, rather than silently ignore. (Each GW_ variable is matched
+  // against the keys in place: no table of every key's name per load.)
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
     if (eq == std::string_view::npos || !kv.starts_with("GW_")) continue;
     std::string name(kv.substr(0, eq));
     std::string_view value = kv.substr(eq + 1);
-    if (auto it = known_env.find(name); it != known_env.end()) {
-      GW_RETURN_IF_ERROR(c.set(it->second, value, "environment " + name));
+    const std::string* key = nullptr;
+    for (auto& [k, d] : schema())
+      if (is_env_name(name, k)) key = &k;  // the last match, as a name -> key table kept
+    if (key) {
+      GW_RETURN_IF_ERROR(c.set(*key, value, "environment " + name));
       continue;
+    }
+    std::vector<std::string> sections;
+    for (auto& [k, d] : schema()) {
+      auto s = section_of(k);
+      if (std::find(sections.begin(), sections.end(), s) == sections.end()) sections.push_back(s);
     }
     for (auto& s : sections) {
       if (name.starts_with(env_name(s) + "_")) {

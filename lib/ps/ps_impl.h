@@ -89,6 +89,10 @@ struct Settings {
   uint64_t min_part = 0;  // elements
 };
 Result<Settings> settle(const Group& g, const PsOptions& opts);
+/// Checks a worker's key table (a TableHeader, then nkeys KeySpecs: `len` bytes at `p`) against
+/// the server's settings and layout: same options, every declared key once with its count.
+/// @return empty if it matches, else why not (the server says who refused whose table).
+std::string check_table(const Settings& s, const PsLayout& layout, const uint8_t* p, size_t len);
 
 /// Page-aligned registered float/byte buffer.
 class RegMem {

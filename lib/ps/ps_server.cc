@@ -75,52 +75,57 @@ Status PsServer::Impl::setup(const PsInit& init) {
   return check_tables();
 }
 
-std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) const {
-  const std::string pre = me_ + " rejects the key table of " + who(rank) + ": ";
+std::string ps::check_table(const Settings& s, const PsLayout& layout, const uint8_t* p,
+                            size_t len) {
   ps::TableHeader h;
-  if (len < sizeof h) return pre + std::to_string(len) + " bytes is too short";
+  if (len < sizeof h) return std::to_string(len) + " bytes is too short";
   std::memcpy(&h, p, sizeof h);
-  if (h.magic != ps::kMagic) return pre + "bad magic (not a gradwire PS worker?)";
-  if (h.mode != static_cast<uint8_t>(s_.o.mode) || h.servers != s_.o.servers ||
-      (s_.o.mode == Consistency::kSsp && h.staleness != s_.o.staleness) ||
-      h.min_part != s_.min_part) {
-    return pre + "options differ: worker has mode " +
+  if (h.magic != ps::kMagic) return "bad magic (not a gradwire PS worker?)";
+  if (h.mode != static_cast<uint8_t>(s.o.mode) || h.servers != s.o.servers ||
+      (s.o.mode == Consistency::kSsp && h.staleness != s.o.staleness) ||
+      h.min_part != s.min_part) {
+    return std::string("options differ: worker has mode ") +
            consistency_name(static_cast<Consistency>(h.mode % 3)) + ", servers " +
            std::to_string(h.servers) + ", staleness " + std::to_string(h.staleness) +
            ", min part " + std::to_string(h.min_part) + " elements; server has " +
-           consistency_name(s_.o.mode) + ", " + std::to_string(s_.o.servers) + ", " +
-           std::to_string(s_.o.staleness) + ", " + std::to_string(s_.min_part);
+           consistency_name(s.o.mode) + ", " + std::to_string(s.o.servers) + ", " +
+           std::to_string(s.o.staleness) + ", " + std::to_string(s.min_part);
   }
   // The count first: nkeys * 16 wraps for a huge count, which could then match len.
   if (h.nkeys > (len - sizeof h) / sizeof(KeySpec) || len != sizeof h + h.nkeys * sizeof(KeySpec)) {
-    return pre + "table of " + std::to_string(len) + " bytes does not hold the " +
+    return "table of " + std::to_string(len) + " bytes does not hold the " +
            std::to_string(h.nkeys) + " keys it announces";
   }
-  std::vector<uint8_t> seen(layout_.keys().size(), 0);
+  std::vector<uint8_t> seen(layout.keys().size(), 0);
   for (uint64_t i = 0; i < h.nkeys; ++i) {
     KeySpec k;
     std::memcpy(&k, p + sizeof h + i * sizeof k, sizeof k);
-    auto ki = layout_.find(k.key);
+    auto ki = layout.find(k.key);
     if (!ki) {
-      return pre + "key " + std::to_string(k.key) + " (" + std::to_string(k.count) +
-             " elements) is unknown to the server (" + std::to_string(layout_.keys().size()) +
+      return "key " + std::to_string(k.key) + " (" + std::to_string(k.count) +
+             " elements) is unknown to the server (" + std::to_string(layout.keys().size()) +
              " keys declared there)";
     }
-    if (layout_.keys()[*ki].count != k.count) {
-      return pre + "key " + std::to_string(k.key) + " has " + std::to_string(k.count) +
+    if (layout.keys()[*ki].count != k.count) {
+      return "key " + std::to_string(k.key) + " has " + std::to_string(k.count) +
              " elements (" + std::to_string(k.count * 4) + " bytes) on the worker but " +
-             std::to_string(layout_.keys()[*ki].count) + " (" +
-             std::to_string(layout_.keys()[*ki].count * 4) + " bytes) on the server";
+             std::to_string(layout.keys()[*ki].count) + " (" +
+             std::to_string(layout.keys()[*ki].count * 4) + " bytes) on the server";
     }
     seen[*ki] = 1;
   }
   for (size_t i = 0; i < seen.size(); ++i) {
     if (!seen[i]) {
-      return pre + "key " + std::to_string(layout_.keys()[i].key) + " (" +
-             std::to_string(layout_.keys()[i].count) + " elements) is missing on the worker";
+      return "key " + std::to_string(layout.keys()[i].key) + " (" +
+             std::to_string(layout.keys()[i].count) + " elements) is missing on the worker";
     }
   }
   return {};
+}
+
+std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) const {
+  std::string why = ps::check_table(s_, layout_, p, len);
+  return why.empty() ? why : me_ + " rejects the key table of " + who(rank) + ": " + why;
 }
 
 Status PsServer::Impl::check_tables() {

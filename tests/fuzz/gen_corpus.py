@@ -73,6 +73,27 @@ put("fuzz_store_server", "hello_bye", frame(bytes([HELLO]) + struct.pack("<I", 3
     frame(bytes([BYE])))
 put("fuzz_store_server", "bad_magic", b"XXXX\x01\x00\x00\x00\x01")
 
+
+# store core: segments of ctl:u8 len:u16 bytes (ctl bit 0 the client, 1 time passes, 2 hang
+# up, 3 no keyless hello first, 4 on the first: the server has a key); each server seed whole
+# as client 0's one segment, then two clients that meet
+def seg(ctl, b): return bytes([ctl]) + u16(len(b)) + b
+
+
+store_dir = os.path.join(root, "fuzz_store_server")
+for name in sorted(os.listdir(store_dir)):
+    with open(os.path.join(store_dir, name), "rb") as f:
+        put("fuzz_store_core", name, seg(0, f.read()))
+put("fuzz_store_core", "set_wakes_get", seg(1, frame(bytes([GET]) + s(b"k") + i64(60000))) +
+    seg(0, frame(bytes([SET]) + s(b"k") + s(b"v"))))
+put("fuzz_store_core", "rank_left_fails_wait",
+    seg(1, frame(bytes([WAIT]) + i64(60000) + struct.pack("<I", 1) + s(b"gw/addr/2"))) +
+    seg(4, frame(bytes([HELLO]) + struct.pack("<I", 2))))
+put("fuzz_store_core", "wait_times_out", seg(2, frame(bytes([GET]) + s(b"x") + i64(1 << 40)) +
+                                           frame(bytes([CHECK]) + struct.pack("<I", 1) + s(b"x"))))
+put("fuzz_store_core", "keyed_refused", seg(16, frame(bytes([SET]) + s(b"k") + s(b"v"))))
+put("fuzz_store_core", "raw_auth", seg(8, b"GWA1" + bytes(36)))
+
 # store client: op byte (2 bits per request; bit 7 = set first), then the server's replies
 OK, TIMEOUT, ERROR, LEFT = 0, 1, 2, 3
 put("fuzz_store_client", "get_ok", b"\x00" + frame(bytes([OK]) + s(b"value")))
@@ -152,6 +173,26 @@ put("fuzz_ps_msgs", "table_push", b"\x01" + b"\x01" + u16(len(table)) + table +
 put("fuzz_ps_msgs", "short_table", b"\x00" + b"\x01" + u16(8) + table[:8])
 put("fuzz_ps_msgs", "many_keys", b"\x00" + b"\x01" + u16(len(table)) +
     table[:24] + struct.pack("<Q", (1 << 60) + 2) + table[32:])
+
+
+
+# ps key table alone: mode, servers - 1, staleness, min_part - 1, declared keys - 1, table
+def ps_table(mode, servers, stal, min_part, keys, nkeys=None):
+    n = len(keys) if nkeys is None else nkeys
+    return (struct.pack("<IB3xiiQQ", 0x47575053, mode, servers, stal, min_part, n) +
+            b"".join(struct.pack("<QQ", k, c) for k, c in keys))
+
+
+two = [(1, 8), (2, 100)]
+put("fuzz_ps_table", "ok", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two))
+put("fuzz_ps_table", "ssp_four", bytes([2, 1, 1, 0, 3]) +
+    ps_table(2, 2, 1, 1, two + [(7, 1), (1 << 40, 3)]))
+put("fuzz_ps_table", "wraps", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two, (1 << 60) + 2))
+put("fuzz_ps_table", "wrong_count",
+    bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8), (2, 99)]))
+put("fuzz_ps_table", "missing", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8)]))
+put("fuzz_ps_table", "twice", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two + [(1, 8)]))
+put("fuzz_ps_table", "short", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two)[:20])
 
 
 # rdma header messages (rdma_wire.h check_msg): lanes, eager_bytes, payload, send flags
