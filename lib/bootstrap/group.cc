@@ -32,8 +32,8 @@ Status failure_notice(const std::string& where, const std::string& value) {
   auto nl = value.find('\n');
   int culprit = nl == std::string::npos ? -1 : std::atoi(value.substr(0, nl).c_str());
   std::string text = nl == std::string::npos ? value : value.substr(nl + 1);
-  return Status(Code::kRemoteError, where + ": set-up failed on another rank, so this one " +
-                                        "stops too: " + text)
+  return Status(Code::kRemoteError,
+                where + ": set-up failed on another rank, so this one " + "stops too: " + text)
       .with_rank(culprit);
 }
 

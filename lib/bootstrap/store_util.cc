@@ -130,16 +130,15 @@ Status wait_ranks(Store& store, std::span<const std::string> keys, Nanos timeout
   for (int r : missing) keys_missing.push_back(keys[static_cast<size_t>(r)]);
   auto ms = std::chrono::duration_cast<Millis>(timeout).count();
   return Status(Code::kTimeout,
-                std::string(missing.size() == 1 ? "rank " : "ranks ") +
-                    store::join_ranks(missing) + " did not " + std::string(what) + " within " +
-                    std::to_string(ms) + " ms (still missing " + store::key_list(keys_missing) +
+                std::string(missing.size() == 1 ? "rank " : "ranks ") + store::join_ranks(missing) +
+                    " did not " + std::string(what) + " within " + std::to_string(ms) +
+                    " ms (still missing " + store::key_list(keys_missing) +
                     "): stopped, hung, or slower than the timeout? (a killed rank would have " +
                     "been reported at once over a launched job's TCP store)")
       .with_rank(missing.front());
 }
 
-Status store_barrier(Store& store, const std::string& prefix, int rank, int size,
-                     Nanos timeout) {
+Status store_barrier(Store& store, const std::string& prefix, int rank, int size, Nanos timeout) {
   Deadline deadline(store::bounded(timeout));
   GW_RETURN_IF_ERROR(store.set(prefix + "/" + std::to_string(rank), "1"));
   std::vector<std::string> keys;

@@ -8,17 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cerrno>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_socket.h"
 #include "gw_store.h"
 #include "log.h"
-#include "gw_socket.h"
-#include "gw_auth.h"
 #include "tcp_store_proto.h"
 
 namespace gw {
@@ -78,15 +78,14 @@ Result<bool> wait_fd(int fd, short events, const Deadline& deadline) {
 
 // One non-blocking connect attempt to each resolved address. @return errno of the last failure.
 Result<Fd> try_connect(const std::string& host, uint16_t port, const Deadline& deadline,
-                           int* last_err, std::string* last_what) {
+                       int* last_err, std::string* last_what) {
   auto ais = resolve(host, port, false);
   if (!ais.ok()) {
     *last_what = std::string(ais.status().message());
     return ais.status();
   }
   for (addrinfo* ai = ais->get(); ai; ai = ai->ai_next) {
-    Fd fd(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       *last_err = errno;
       continue;
@@ -115,8 +114,8 @@ Result<Fd> try_connect(const std::string& host, uint16_t port, const Deadline& d
 }
 
 // The key's challenge-response (gw_auth.h) on a fresh connection; a refusal is not retried.
-Status authenticate(const Fd& fd, const auth::KeyPtr& key, const std::string& host,
-                    uint16_t port, Deadline deadline) {
+Status authenticate(const Fd& fd, const auth::KeyPtr& key, const std::string& host, uint16_t port,
+                    Deadline deadline) {
   return auth::client_handshake(fd.get(), key, "store", "", 0, "tcp store " + host_port(host, port),
                                 deadline);
 }
@@ -333,9 +332,9 @@ class Client final : public Store {
       // It authenticated before; refused now, whoever answers is not the job's server.
       Status st = authenticate(fd, key_, host_, port_, Deadline(io_timeout_));
       if (!st.ok() && who_.server_rank >= 0)
-        return server_lost(name_ + ": cannot open a connection for " + op + ": " +
-                               std::string(st.message()),
-                           st.sys_errno());
+        return server_lost(
+            name_ + ": cannot open a connection for " + op + ": " + std::string(st.message()),
+            st.sys_errno());
       GW_RETURN_IF_ERROR(st);
     }
     GW_ASSIGN_OR_RETURN(auto payload, exchange(op, fd.get(), std::move(frame), wait));
@@ -422,9 +421,9 @@ class Client final : public Store {
 Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
                                                  Nanos timeout, StoreIdentity who) {
   if (host.empty() || port == 0) {
-    return Status(Code::kInvalidArgument,
-                  "tcp store: need a host and a non-zero port to connect to, got " +
-                      host_port(host, port));
+    return Status(
+        Code::kInvalidArgument,
+        "tcp store: need a host and a non-zero port to connect to, got " + host_port(host, port));
   }
   if (who.rank > static_cast<int>(wire::kMaxRank)) {
     return Status(Code::kInvalidArgument, "tcp store: rank " + std::to_string(who.rank) +

@@ -215,10 +215,11 @@ void StoreCore::wake_waiters() {
 }
 
 void StoreCore::rank_left(int rank, const std::string& why) {
-  lg_->warn("tcp store server on {}: rank {} closed its store session without a goodbye{}{}; "
-            "{}",
-            where_, rank, why.empty() ? " (killed or crashed?)" : ": ", why,
-            left_rank_ < 0 ? "failing the store waits of the other ranks" : "already failing");
+  lg_->warn(
+      "tcp store server on {}: rank {} closed its store session without a goodbye{}{}; "
+      "{}",
+      where_, rank, why.empty() ? " (killed or crashed?)" : ": ", why,
+      left_rank_ < 0 ? "failing the store waits of the other ranks" : "already failing");
   if (left_rank_ >= 0) return;
   left_rank_ = rank;
   for (auto& c : clients_) {

@@ -34,8 +34,8 @@ struct Client {
   // The key's challenge-response runs before any request: null once it passed.
   std::unique_ptr<auth::Server> auth;
   bool proof_due = false;  // the ClientHello was answered; the proof comes next
-  int rank = -1;     // the rank whose session this is (HELLO), else -1
-  bool bye = false;  // the session said goodbye: its close is normal
+  int rank = -1;           // the rank whose session this is (HELLO), else -1
+  bool bye = false;        // the session said goodbye: its close is normal
   // A parked GET/WAIT: keys[next..] may still be missing.
   bool waiting = false;
   wire::Op wait_op = wire::Op::kGet;

@@ -34,7 +34,15 @@ inline constexpr uint32_t kMagic = 0x31535747;  // "GWS1" read as little-endian
 inline constexpr size_t kHeader = 8;
 inline constexpr size_t kMaxFrame = 2 * kMaxItem + 64;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5, kHello = 6, kBye = 7 };
+enum class Op : uint8_t {
+  kSet = 1,
+  kGet = 2,
+  kAdd = 3,
+  kWait = 4,
+  kCheck = 5,
+  kHello = 6,
+  kBye = 7
+};
 enum class Reply : uint8_t { kOk = 0, kTimeout = 1, kError = 2, kLeft = 3 };
 /// Largest rank a HELLO may name (Group's size limit).
 inline constexpr uint32_t kMaxRank = (1u << 16) - 1;

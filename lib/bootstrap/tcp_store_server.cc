@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "gw_auth.h"
+#include "gw_socket.h"
 #include "gw_store.h"
 #include "log.h"
-#include "gw_socket.h"
-#include "gw_auth.h"
 #include "tcp_store_core.h"
 
 namespace gw {
@@ -120,7 +120,7 @@ void Server::accept_clients() {
     sockaddr_storage sa{};
     socklen_t len = sizeof sa;
     Fd fd(::accept4(listen_.get(), reinterpret_cast<sockaddr*>(&sa), &len,
-                        SOCK_NONBLOCK | SOCK_CLOEXEC));
+                    SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
         lg_->warn("tcp store server on {}: accept failed: {}", where(), errno_text(errno));

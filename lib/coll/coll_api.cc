@@ -39,11 +39,10 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
 Status check_overlap(const char* what, const void* send, size_t sbytes, const void* recv,
                      size_t rbytes, bool in_place, const char* layout) {
   const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-  if (sbytes == 0 || rbytes == 0 || s + sbytes <= r || r + rbytes <= s || in_place)
-    return Status();
-  return Status(Code::kInvalidArgument,
-                std::string("coll: ") + what + ": send and recv overlap, and not in place (" +
-                    layout + "); use separate buffers or that layout");
+  if (sbytes == 0 || rbytes == 0 || s + sbytes <= r || r + rbytes <= s || in_place) return Status();
+  return Status(Code::kInvalidArgument, std::string("coll: ") + what +
+                                            ": send and recv overlap, and not in place (" + layout +
+                                            "); use separate buffers or that layout");
 }
 
 }  // namespace

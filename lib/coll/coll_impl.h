@@ -105,8 +105,8 @@ struct Task {
   uint8_t* dev_out = nullptr;     ///< host-staged device call: copy `work` here when done
   int stage_slot = -1;            ///< its pinned slot in Impl::dev_stage
   std::array<MemoryRegion, 2> dev_mrs;  ///< the device ring's work and scratch registrations
-  int* source = nullptr;          ///< point-to-point receive: where the sender's rank goes
-  size_t* received = nullptr;     ///< point-to-point receive: where the message length goes
+  int* source = nullptr;                ///< point-to-point receive: where the sender's rank goes
+  size_t* received = nullptr;           ///< point-to-point receive: where the message length goes
 
   // Progress counters.
   uint32_t units = 0, sends_total = 0, recvs_total = 0;

@@ -17,7 +17,7 @@ using coll::Task;
 constexpr uint64_t kNoticeTag = 0xC3ull << 56;  // coll: 0xC0, point-to-point: 0xC1
 constexpr uint32_t kNoticeSlot = 0xFE;          // wr_id slot of notices (no Task has it)
 constexpr Nanos kFlush = Millis(200);           // a failing rank waits this for its notices
-std::atomic<uint32_t> g_instance{0};            // tells a communicator's notices from an earlier one's
+std::atomic<uint32_t> g_instance{0};  // tells a communicator's notices from an earlier one's
 
 std::string ranks_text(uint64_t mask) {
   std::string s;
@@ -257,8 +257,8 @@ void Communicator::Impl::start_suspect() {
 
 Status Communicator::Impl::post_error(const Status& st, int peer, const std::string& what) const {
   if (peer < 0 || group.endpoint(peer).status().ok()) return st.with_context(what).with_rank(peer);
-  return Status(Code::kRemoteError, what + ": rank " + std::to_string(peer) + " failed: " +
-                                        st.to_string())
+  return Status(Code::kRemoteError,
+                what + ": rank " + std::to_string(peer) + " failed: " + st.to_string())
       .with_rank(peer);
 }
 
@@ -301,8 +301,8 @@ void Communicator::Impl::check_deadlines() {
   std::string what = op ? where(*op) : "coll: rank " + std::to_string(rank);
   if (op) {
     what += " (messages sent " + std::to_string(op->sends_done) + "/" +
-            std::to_string(op->sends_total) + ", received " + std::to_string(op->recvs_done) +
-            "/" + std::to_string(op->recvs_total) + ")";
+            std::to_string(op->sends_total) + ", received " + std::to_string(op->recvs_done) + "/" +
+            std::to_string(op->recvs_total) + ")";
   }
   what += late ? ": not finished before its deadline" : ": a peer timed out";
   what += "; waiting on " + ranks_text(mine) + "; " +

@@ -36,12 +36,12 @@ struct Notice {
   enum Kind : uint8_t { kFailed = 1, kReport = 2 };
   uint32_t magic = kMagic;
   uint8_t kind = 0;
-  uint8_t code = 0;       ///< gw::Code of the failure
+  uint8_t code = 0;  ///< gw::Code of the failure
   uint16_t reserved = 0;
-  int32_t culprit = -1;   ///< rank at fault, -1 unknown
+  int32_t culprit = -1;  ///< rank at fault, -1 unknown
   int32_t sender = -1;
-  uint64_t waiting = 0;   ///< kReport: bit r set = the sender waits on rank r (r < 64)
-  char text[488] = {};    ///< the sender's error, cut to fit, NUL-terminated
+  uint64_t waiting = 0;  ///< kReport: bit r set = the sender waits on rank r (r < 64)
+  char text[488] = {};   ///< the sender's error, cut to fit, NUL-terminated
 };
 static_assert(sizeof(Notice) == 512);
 
@@ -51,7 +51,7 @@ struct Notices {
   int posted = 0;                   ///< receives posted, not completed
   uint32_t sends_pending = 0;       ///< notices sent, not completed
   bool sent_failure = false, sent_report = false;
-  bool flushed = false;             ///< flush_notices() ran (once: a stopped peer never drains)
+  bool flushed = false;  ///< flush_notices() ran (once: a stopped peer never drains)
   // Per peer: requests posted and not completed (whom a rank waits on at a timeout).
   std::vector<uint32_t> pend_from, pend_to;
   // A peer's failure waiting for its settle time (Communicator::Impl::peer_failed).

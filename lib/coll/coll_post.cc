@@ -16,8 +16,8 @@ uint64_t make_tag(uint32_t seq, uint32_t unit) {
 
 }  // namespace
 
-SendRequest Communicator::Impl::send_req(coll::Task& op, const void* buf, size_t len,
-                                         uint32_t unit, uint32_t tag_unit) {
+SendRequest Communicator::Impl::send_req(coll::Task& op, const void* buf, size_t len, uint32_t unit,
+                                         uint32_t tag_unit) {
   return SendRequest{buf, len, make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit),
                      coll::make_wr(slot_of(op), op.gen, true, unit), mr_for(op, buf, len)};
 }

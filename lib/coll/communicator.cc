@@ -316,9 +316,9 @@ void Communicator::Impl::dispatch(const Completion& c) {
   if (op.engine == coll::Engine::kP2p && !is_send && c.code == Code::kInvalidArgument) {
     // The transport dropped the too-long message and the endpoint carries on (gw_transport.h):
     // only this receive fails, not the communicator.
-    op.status = Status(Code::kInvalidArgument,
-                       where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
-                           "-byte message, longer than the receive buffer");
+    op.status = Status(Code::kInvalidArgument, where(op) + ": " + peer() + " sent a " +
+                                                   std::to_string(c.len) +
+                                                   "-byte message, longer than the receive buffer");
     op.done = true;
     return;
   }
@@ -333,12 +333,12 @@ void Communicator::Impl::dispatch(const Completion& c) {
             " where this rank expected its call descriptor (it ran recursive doubling: "
             "another size, or host buffers where this rank has device buffers)";
       }
-      fail(op, Status(Code::kInvalidArgument,
-                      where(op) + ": " + peer() + " sent a " + std::to_string(c.len) +
-                          "-byte message" + theirs + " but this rank called " +
-                          coll::describe(op.desc) +
-                          ", which expects fewer bytes: every rank must call the same "
-                          "collectives in the same order with the same count, dtype and op"));
+      fail(op,
+           Status(Code::kInvalidArgument,
+                  where(op) + ": " + peer() + " sent a " + std::to_string(c.len) + "-byte message" +
+                      theirs + " but this rank called " + coll::describe(op.desc) +
+                      ", which expects fewer bytes: every rank must call the same "
+                      "collectives in the same order with the same count, dtype and op"));
     } else {
       std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
       peer_failed(Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
@@ -355,8 +355,8 @@ void Communicator::Impl::dispatch(const Completion& c) {
   Status st;
   if (unit >= coll::kHdrUnit) {
     --op.hdr_pending;
-    if (!is_send) st = check_desc(op, static_cast<int>(c.peer_id),
-                                  &op.hdr_in[unit - coll::kHdrUnit], c.len);
+    if (!is_send)
+      st = check_desc(op, static_cast<int>(c.peer_id), &op.hdr_in[unit - coll::kHdrUnit], c.len);
   } else if (is_send) {
     --op.inflight_sends;
     ++op.sends_done;

@@ -50,11 +50,11 @@ std::optional<Consistency> parse_consistency(std::string_view name);
 /// Settings shared by servers and workers; all ranks must agree (checked at setup). A zero or
 /// negative value takes the [ps] configuration key.
 struct PsOptions {
-  int servers = 1;                 ///< ranks 0..servers-1 serve
+  int servers = 1;  ///< ranks 0..servers-1 serve
   Consistency mode = Consistency::kBsp;
-  int staleness = 0;               ///< SSP bound s (>= 0)
-  int64_t min_part_bytes = -1;     ///< ps.min_part_bytes: smallest piece a key is cut into
-  Nanos timeout{0};                ///< ps.timeout_ms: setup, and finish()
+  int staleness = 0;            ///< SSP bound s (>= 0)
+  int64_t min_part_bytes = -1;  ///< ps.min_part_bytes: smallest piece a key is cut into
+  Nanos timeout{0};             ///< ps.timeout_ms: setup, and finish()
 };
 
 /// How a server turns pushed gradients into parameters. Called on the server's thread.
@@ -65,8 +65,8 @@ class Updater {
   virtual size_t state_size() const { return 0; }
   /// Apply `grad` (the sum of `pushes` pushes) to one part of a key. `round`: a BSP round of
   /// all `workers`; otherwise one asynchronous push.
-  virtual void apply(std::span<float> params, std::span<float> state,
-                     std::span<const float> grad, int pushes, int workers, bool round) = 0;
+  virtual void apply(std::span<float> params, std::span<float> state, std::span<const float> grad,
+                     int pushes, int workers, bool round) = 0;
   virtual std::string name() const = 0;
 };
 /// Pure aggregation: a BSP round sets the parameters to the sum of the round's pushes (so the

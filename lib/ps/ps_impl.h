@@ -45,22 +45,20 @@ inline constexpr uint32_t kMagic = 0x47575053;  // "GWPS"
 struct CtrlMsg {
   uint32_t magic = kMagic;
   uint8_t type = 0;
-  uint8_t code = 0;        // kError: a gw::Code
+  uint8_t code = 0;  // kError: a gw::Code
   uint16_t text_len = 0;
-  uint32_t part = 0;       // kPull, kError (of a pull)
-  uint32_t slot = ~0u;     // kPull, kError: the request; ~0 = not about a request
+  uint32_t part = 0;    // kPull, kError (of a pull)
+  uint32_t slot = ~0u;  // kPull, kError: the request; ~0 = not about a request
   uint32_t gen = 0;
   uint32_t pad = 0;
-  uint64_t clock = 0;      // kPull: the worker's clock on the key
-  uint64_t bytes = 0;      // kPull: bytes expected; kBye: pushes sent to this server
+  uint64_t clock = 0;  // kPull: the worker's clock on the key
+  uint64_t bytes = 0;  // kPull: bytes expected; kBye: pushes sent to this server
   char text[216] = {};
   void set_text(std::string_view s) {
     text_len = static_cast<uint16_t>(std::min(s.size(), sizeof text));
     std::memcpy(text, s.data(), text_len);
   }
-  std::string_view text_view() const {
-    return {text, std::min<size_t>(text_len, sizeof text)};
-  }
+  std::string_view text_view() const { return {text, std::min<size_t>(text_len, sizeof text)}; }
 };
 static_assert(sizeof(CtrlMsg) == 256);
 
@@ -75,7 +73,14 @@ struct TableHeader {
 
 // wr_id = kind << 56 | index.
 enum class WrKind : uint64_t {
-  kCtrlRecv = 1, kCtrlSend, kTable, kPush, kPull, kStage, kData, kDataErr
+  kCtrlRecv = 1,
+  kCtrlSend,
+  kTable,
+  kPush,
+  kPull,
+  kStage,
+  kData,
+  kDataErr
 };
 inline constexpr uint64_t wr(WrKind k, uint64_t idx) {
   return (static_cast<uint64_t>(k) << 56) | idx;
@@ -149,8 +154,7 @@ class PsPeer {
   /// torn down without polling again, and no peer waits for its acknowledgement.
   /// @return Timeout, the sticky error (a peer failed while awaited), or OK (peers already
   /// gone are fine when not awaited).
-  Status say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout,
-                 bool await_peers);
+  Status say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout, bool await_peers);
   /// Record the first fatal error (sticky).
   void fail(Status st);
 

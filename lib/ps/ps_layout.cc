@@ -16,8 +16,7 @@ struct Piece {
 
 // Cut [g, g + n) of the global sequence at the server boundaries, then merge pieces smaller
 // than min_part into their larger neighbour until none is left (or one piece remains).
-std::vector<Piece> cut_key(uint64_t g, uint64_t n, uint64_t total, int servers,
-                           uint64_t min_part) {
+std::vector<Piece> cut_key(uint64_t g, uint64_t n, uint64_t total, int servers, uint64_t min_part) {
   auto owner = [&](uint64_t e) {
     // Largest s with floor(total*s/servers) <= e.
     auto s = static_cast<int>(static_cast<__uint128_t>(e) * servers / total);
@@ -42,10 +41,10 @@ std::vector<Piece> cut_key(uint64_t g, uint64_t n, uint64_t total, int servers,
       if (v[i].count < min_part && (small == v.size() || v[i].count < v[small].count)) small = i;
     }
     if (small == v.size()) break;
-    size_t into = small == 0                ? 1
-                  : small + 1 == v.size()   ? small - 1
+    size_t into = small == 0                                 ? 1
+                  : small + 1 == v.size()                    ? small - 1
                   : v[small - 1].count >= v[small + 1].count ? small - 1
-                                                              : small + 1;
+                                                             : small + 1;
     Piece& d = v[into];
     d.offset = std::min(d.offset, v[small].offset);
     d.count += v[small].count;

@@ -42,10 +42,10 @@ namespace ps {
 Result<Settings> settle(const Group& g, const PsOptions& opts) {
   Settings s{opts, 0};
   if (opts.servers < 1 || opts.servers >= g.size()) {
-    return Status(Code::kInvalidArgument,
-                  "ps: " + std::to_string(opts.servers) + " servers in a group of " +
-                      std::to_string(g.size()) + " ranks; need 1 <= servers < ranks (at least "
-                      "one worker)");
+    return Status(Code::kInvalidArgument, "ps: " + std::to_string(opts.servers) +
+                                              " servers in a group of " + std::to_string(g.size()) +
+                                              " ranks; need 1 <= servers < ranks (at least "
+                                              "one worker)");
   }
   if (opts.staleness < 0) {
     return Status(Code::kInvalidArgument,
@@ -68,8 +68,8 @@ Status RegMem::alloc(Transport& t, size_t bytes, const char* what) {
   mr_ = MemoryRegion();
   mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
   if (!mem_) {
-    return Status(Code::kResourceExhausted, "ps: cannot allocate " + std::to_string(cap) +
-                                                " bytes for " + what);
+    return Status(Code::kResourceExhausted,
+                  "ps: cannot allocate " + std::to_string(cap) + " bytes for " + what);
   }
   std::memset(mem_.get(), 0, cap);
   auto mr = t.register_memory(mem_.get(), cap, MemKind::kHost);
@@ -79,9 +79,14 @@ Status RegMem::alloc(Transport& t, size_t bytes, const char* what) {
 }
 
 PsPeer::PsPeer(Group& g, Settings s, PsLayout layout, const char* role)
-    : g_(g), t_(g.transport()), s_(std::move(s)), layout_(std::move(layout)),
-      log_(log::get("gw.ps")), me_(std::string("ps ") + role + " rank " + std::to_string(g.rank())),
-      bye_(static_cast<size_t>(g.size()), 0), bye_pushes_(static_cast<size_t>(g.size()), 0) {}
+    : g_(g),
+      t_(g.transport()),
+      s_(std::move(s)),
+      layout_(std::move(layout)),
+      log_(log::get("gw.ps")),
+      me_(std::string("ps ") + role + " rank " + std::to_string(g.rank())),
+      bye_(static_cast<size_t>(g.size()), 0),
+      bye_pushes_(static_cast<size_t>(g.size()), 0) {}
 
 std::string PsPeer::who(int rank) const {
   return std::string(is_server(rank) ? "server" : "worker") + " rank " + std::to_string(rank);
@@ -120,8 +125,7 @@ Result<size_t> PsPeer::next(std::span<Completion> out, Nanos timeout) {
   return got;
 }
 
-Status PsPeer::post_retry(const std::function<Result<size_t>()>& post, const char* what,
-                          int peer) {
+Status PsPeer::post_retry(const std::function<Result<size_t>()>& post, const char* what, int peer) {
   Deadline dl(s_.o.timeout);
   for (;;) {
     GW_ASSIGN_OR_RETURN(size_t n, post());
@@ -162,14 +166,14 @@ Status PsPeer::send_ctrl(int peer, const CtrlMsg& m) {
   free_tx_.pop_back();
   auto* buf = ctrl_tx_.data() + size_t{i} * sizeof(CtrlMsg);
   std::memcpy(buf, &m, sizeof m);
-  Status st = send(peer, {buf, sizeof m, tag(TagKind::kCtrl), wr(WrKind::kCtrlSend, i),
-                          ctrl_tx_.mr()});
+  Status st =
+      send(peer, {buf, sizeof m, tag(TagKind::kCtrl), wr(WrKind::kCtrlSend, i), ctrl_tx_.mr()});
   if (!st.ok()) free_tx_.push_back(i);
   return st;
 }
 
-Status PsPeer::send_error(int peer, Code code, std::string_view text, uint32_t slot,
-                          uint32_t gen, uint32_t part) {
+Status PsPeer::send_error(int peer, Code code, std::string_view text, uint32_t slot, uint32_t gen,
+                          uint32_t part) {
   CtrlMsg m;
   m.type = static_cast<uint8_t>(MsgType::kError);
   m.code = static_cast<uint8_t>(code);
@@ -198,8 +202,8 @@ bool PsPeer::handle_common(const Completion& c) {
     }
     return true;
   }
-  const auto* m = reinterpret_cast<const CtrlMsg*>(ctrl_rx_.data() +
-                                                   wr_index(c.wr_id) * sizeof(CtrlMsg));
+  const auto* m =
+      reinterpret_cast<const CtrlMsg*>(ctrl_rx_.data() + wr_index(c.wr_id) * sizeof(CtrlMsg));
   if (c.len != sizeof(CtrlMsg) || m->magic != kMagic) {
     log_->warn("{}: dropped a malformed control message ({} bytes) from {}", me_, c.len,
                who(c.peer_id));
@@ -251,11 +255,11 @@ Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos time
     if (await_peers && !error_.ok()) return error_;
     if (dl.expired()) {
       const std::string ranks = waiting_for();
-      return Status(Code::kTimeout,
-                    me_ + ": " +
-                        (ranks.empty() ? std::string("finishing messages not sent")
-                                       : "rank(s) " + ranks + " did not finish") +
-                        " within " + std::to_string(timeout.count() / 1000000) + " ms");
+      return Status(Code::kTimeout, me_ + ": " +
+                                        (ranks.empty() ? std::string("finishing messages not sent")
+                                                       : "rank(s) " + ranks + " did not finish") +
+                                        " within " + std::to_string(timeout.count() / 1000000) +
+                                        " ms");
     }
     GW_ASSIGN_OR_RETURN(size_t n, next(c, dl.remaining()));
     for (size_t i = 0; i < n; ++i) dispatch(c[i]);

@@ -36,8 +36,7 @@ void PsServer::Impl::dispatch(const Completion& c) {
       (void)send_error(rank, Code::kInvalidArgument,
                        me_ + ": push of " + key_desc(p.id) + " from " + who(rank) + " has " +
                            std::to_string(c.len) + " bytes; the server expects " +
-                           std::to_string(want) + " (" + std::to_string(p.count) +
-                           " float32)");
+                           std::to_string(want) + " (" + std::to_string(p.count) + " float32)");
       repost(p, slot);
       return;
     }
@@ -117,12 +116,11 @@ bool PsServer::Impl::servable(const Part& p, int64_t clock) const {
 void PsServer::Impl::serve_pull(Part& p, const Pull& q) {
   const int64_t stale = std::max<int64_t>(0, q.clock - p.min_clock);
   stats_.max_staleness = std::max(stats_.max_staleness, stale);
-  ++stats_.staleness[std::min<size_t>(static_cast<size_t>(stale),
-                                      PsServerStats::kStaleBuckets - 1)];
-  Status st = send(q.rank, {params_.floats() + p.off, p.count * sizeof(float),
-                            ps::pull_tag(p.id, q.slot, q.gen),
-                            ps::wr(WrKind::kData, static_cast<uint64_t>(local_[p.id])),
-                            params_.mr()});
+  ++stats_
+        .staleness[std::min<size_t>(static_cast<size_t>(stale), PsServerStats::kStaleBuckets - 1)];
+  Status st = send(
+      q.rank, {params_.floats() + p.off, p.count * sizeof(float), ps::pull_tag(p.id, q.slot, q.gen),
+               ps::wr(WrKind::kData, static_cast<uint64_t>(local_[p.id])), params_.mr()});
   if (st.ok()) ++p.inflight;
 }
 
@@ -170,9 +168,8 @@ void PsServer::Impl::try_round(Part& p) {
   if (p.inflight > 0) return;  // replies still read the shard: apply when they are out
   const size_t st = upd_->state_size();
   float* agg = agg_.floats() + p.off;
-  upd_->apply({params_.floats() + p.off, p.count},
-              {state_.floats() + p.off * st, p.count * st}, {agg, p.count}, workers_, workers_,
-              true);
+  upd_->apply({params_.floats() + p.off, p.count}, {state_.floats() + p.off * st, p.count * st},
+              {agg, p.count}, workers_, workers_, true);
   std::fill(agg, agg + p.count, 0.0f);
   std::fill(p.pushed.begin(), p.pushed.end(), 0);
   p.round_pushes = 0;
@@ -189,9 +186,8 @@ void PsServer::Impl::try_round(Part& p) {
 
 void PsServer::Impl::apply_async(Part& p, uint32_t slot, int worker) {
   const size_t st = upd_->state_size();
-  upd_->apply({params_.floats() + p.off, p.count},
-              {state_.floats() + p.off * st, p.count * st}, {stage_at(p, slot), p.count}, 1,
-              workers_, false);
+  upd_->apply({params_.floats() + p.off, p.count}, {state_.floats() + p.off * st, p.count * st},
+              {stage_at(p, slot), p.count}, 1, workers_, false);
   repost(p, slot);
   ++p.clock[static_cast<size_t>(worker)];
   p.min_clock = *std::min_element(p.clock.begin(), p.clock.end());
@@ -249,9 +245,10 @@ Status PsServer::serve(Nanos timeout) {
   }
   for (const Impl::Part& p : m.parts_) {
     if (!p.held.empty()) {
-      m.log_->warn("{}: {} push(es) of {} left unapplied: workers finished in different BSP "
-                   "rounds",
-                   m.me_, p.held.size(), m.key_desc(p.id));
+      m.log_->warn(
+          "{}: {} push(es) of {} left unapplied: workers finished in different BSP "
+          "rounds",
+          m.me_, p.held.size(), m.key_desc(p.id));
     }
   }
   return m.say_bye([](int) { return uint64_t{0}; }, m.s_.o.timeout, true);

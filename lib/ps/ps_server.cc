@@ -31,8 +31,8 @@ Status PsServer::Impl::setup(const PsInit& init) {
   }
   // Staging: one slot per worker and part where the transport can hold that many posted
   // any-source receives; fewer (down to 1) otherwise: extra pushes then wait in the driver.
-  const size_t max_any = t_.properties().max_outstanding ? t_.properties().max_outstanding
-                                                         : size_t{1} << 20;
+  const size_t max_any =
+      t_.properties().max_outstanding ? t_.properties().max_outstanding : size_t{1} << 20;
   const size_t fixed = 64 + static_cast<size_t>(workers_) + 16;
   if (!parts_.empty() && max_any < fixed + parts_.size()) {
     return Status(Code::kResourceExhausted,
@@ -40,15 +40,15 @@ Status PsServer::Impl::setup(const PsInit& init) {
                       " parts but the transport takes only " + std::to_string(max_any) +
                       " posted receives; use fewer, larger keys or more servers");
   }
-  slots_ = static_cast<uint32_t>(std::clamp<size_t>(
-      parts_.empty() ? 1 : (max_any - fixed) / parts_.size(), 1,
-      std::min<size_t>(static_cast<size_t>(workers_), 4096)));
+  slots_ = static_cast<uint32_t>(
+      std::clamp<size_t>(parts_.empty() ? 1 : (max_any - fixed) / parts_.size(), 1,
+                         std::min<size_t>(static_cast<size_t>(workers_), 4096)));
   for (Part& p : parts_) p.stage_off = p.off * slots_;
 
   const size_t bytes = std::max<uint64_t>(elems, 1) * sizeof(float);
   GW_RETURN_IF_ERROR(params_.alloc(t_, bytes, "parameters"));
-  GW_RETURN_IF_ERROR(state_.alloc(t_, bytes * std::max<size_t>(upd_->state_size(), 1),
-                                  "optimizer state"));
+  GW_RETURN_IF_ERROR(
+      state_.alloc(t_, bytes * std::max<size_t>(upd_->state_size(), 1), "optimizer state"));
   if (s_.o.mode == Consistency::kBsp) GW_RETURN_IF_ERROR(agg_.alloc(t_, bytes, "round sums"));
   GW_RETURN_IF_ERROR(stage_.alloc(t_, bytes * slots_, "push staging"));
   for (Part& p : parts_) {
@@ -61,13 +61,13 @@ Status PsServer::Impl::setup(const PsInit& init) {
 
   GW_RETURN_IF_ERROR(init_peer());
   table_cap_ = sizeof(ps::TableHeader) + layout_.keys().size() * sizeof(KeySpec) + 16;
-  GW_RETURN_IF_ERROR(table_rx_.alloc(t_, table_cap_ * static_cast<size_t>(workers_),
-                                     "key-table receives"));
+  GW_RETURN_IF_ERROR(
+      table_rx_.alloc(t_, table_cap_ * static_cast<size_t>(workers_), "key-table receives"));
   for (int w = 0; w < workers_; ++w) {
-    GW_RETURN_IF_ERROR(recv_any({table_rx_.data() + table_cap_ * static_cast<size_t>(w),
-                                 table_cap_, ps::tag(ps::TagKind::kTable),
-                                 ps::wr(WrKind::kTable, static_cast<uint64_t>(w)),
-                                 table_rx_.mr()}));
+    GW_RETURN_IF_ERROR(
+        recv_any({table_rx_.data() + table_cap_ * static_cast<size_t>(w), table_cap_,
+                  ps::tag(ps::TagKind::kTable), ps::wr(WrKind::kTable, static_cast<uint64_t>(w)),
+                  table_rx_.mr()}));
   }
   for (Part& p : parts_)
     for (uint32_t s = 0; s < slots_; ++s) repost(p, s);
@@ -82,8 +82,7 @@ std::string ps::check_table(const Settings& s, const PsLayout& layout, const uin
   std::memcpy(&h, p, sizeof h);
   if (h.magic != ps::kMagic) return "bad magic (not a gradwire PS worker?)";
   if (h.mode != static_cast<uint8_t>(s.o.mode) || h.servers != s.o.servers ||
-      (s.o.mode == Consistency::kSsp && h.staleness != s.o.staleness) ||
-      h.min_part != s.min_part) {
+      (s.o.mode == Consistency::kSsp && h.staleness != s.o.staleness) || h.min_part != s.min_part) {
     return std::string("options differ: worker has mode ") +
            consistency_name(static_cast<Consistency>(h.mode % 3)) + ", servers " +
            std::to_string(h.servers) + ", staleness " + std::to_string(h.staleness) +
@@ -107,8 +106,8 @@ std::string ps::check_table(const Settings& s, const PsLayout& layout, const uin
              " keys declared there)";
     }
     if (layout.keys()[*ki].count != k.count) {
-      return "key " + std::to_string(k.key) + " has " + std::to_string(k.count) +
-             " elements (" + std::to_string(k.count * 4) + " bytes) on the worker but " +
+      return "key " + std::to_string(k.key) + " has " + std::to_string(k.count) + " elements (" +
+             std::to_string(k.count * 4) + " bytes) on the worker but " +
              std::to_string(layout.keys()[*ki].count) + " (" +
              std::to_string(layout.keys()[*ki].count * 4) + " bytes) on the server";
     }
@@ -160,8 +159,7 @@ Status PsServer::Impl::check_tables() {
               " bytes, more than the server's " + std::to_string(layout_.keys().size()) +
               " keys take (" + std::to_string(table_cap_ - 16) + " bytes)";
       } else {
-        why = check_table(r, table_rx_.data() + table_cap_ * ps::wr_index(c[i].wr_id),
-                          c[i].len);
+        why = check_table(r, table_rx_.data() + table_cap_ * ps::wr_index(c[i].wr_id), c[i].len);
       }
       if (!is_server(r) && !got[r]) {
         got[r] = 1;
@@ -173,8 +171,8 @@ Status PsServer::Impl::check_tables() {
         if (q != r) (void)send_error(q, Code::kInvalidArgument, why);
       (void)send_error(r, Code::kInvalidArgument, why);
       // Let the replies leave before the caller tears the group down.
-      (void)say_bye([](int) { return uint64_t{0}; },
-                    std::min<Nanos>(dl.remaining(), Millis(2000)), false);
+      (void)say_bye([](int) { return uint64_t{0}; }, std::min<Nanos>(dl.remaining(), Millis(2000)),
+                    false);
       return Status(Code::kInvalidArgument, why);
     }
   }
@@ -191,8 +189,7 @@ PsServer::~PsServer() = default;
 
 Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const KeySpec> keys,
                                                    const PsOptions& opts,
-                                                   std::unique_ptr<Updater> updater,
-                                                   PsInit init) {
+                                                   std::unique_ptr<Updater> updater, PsInit init) {
   GW_ASSIGN_OR_RETURN(ps::Settings s, ps::settle(group, opts));
   if (group.rank() >= s.o.servers) {
     return Status(Code::kInvalidArgument, "ps: rank " + std::to_string(group.rank()) +
@@ -211,8 +208,8 @@ const PsLayout& PsServer::layout() const { return impl_->layout_; }
 
 Result<std::span<const float>> PsServer::part_values(uint32_t part) const {
   if (part >= impl_->local_.size() || impl_->local_[part] < 0) {
-    return Status(Code::kInvalidArgument, impl_->me_ + " does not hold part " +
-                                              std::to_string(part));
+    return Status(Code::kInvalidArgument,
+                  impl_->me_ + " does not hold part " + std::to_string(part));
   }
   const Impl::Part& p = impl_->parts_[static_cast<size_t>(impl_->local_[part])];
   return std::span<const float>(impl_->params_.floats() + p.off, p.count);

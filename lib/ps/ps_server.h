@@ -12,26 +12,26 @@
 namespace gw {
 
 struct PsServer::Impl final : ps::PsPeer {
-  struct Held {      // a push received but not applied yet (its staging slot stays busy)
-    uint32_t slot;   // staging slot within the part
-    int worker;      // worker index
+  struct Held {     // a push received but not applied yet (its staging slot stays busy)
+    uint32_t slot;  // staging slot within the part
+    int worker;     // worker index
   };
-  struct Pull {      // a pull waiting for its consistency condition
+  struct Pull {  // a pull waiting for its consistency condition
     int rank;
     int64_t clock;
     uint32_t slot, gen;
   };
   struct Part {
-    uint32_t id = 0;                 // global part id
-    uint64_t off = 0, count = 0;     // in params_ (elements)
-    uint64_t stage_off = 0;          // in stage_ (elements); slots of `count` each
-    int inflight = 0;                // pull replies being sent from params_
-    bool round_full = false;         // BSP: all pushes of the round are in agg_
+    uint32_t id = 0;              // global part id
+    uint64_t off = 0, count = 0;  // in params_ (elements)
+    uint64_t stage_off = 0;       // in stage_ (elements); slots of `count` each
+    int inflight = 0;             // pull replies being sent from params_
+    bool round_full = false;      // BSP: all pushes of the round are in agg_
     int round_pushes = 0;
     int64_t rounds = 0;
     int64_t min_clock = 0;
-    std::vector<int64_t> clock;      // per worker: pushes applied
-    std::vector<uint8_t> pushed;     // BSP: pushed in this round
+    std::vector<int64_t> clock;   // per worker: pushes applied
+    std::vector<uint8_t> pushed;  // BSP: pushed in this round
     std::deque<Held> held;
     std::deque<Pull> pulls;
   };
@@ -65,11 +65,11 @@ struct PsServer::Impl final : ps::PsPeer {
 
   std::unique_ptr<Updater> upd_;
   std::vector<Part> parts_;
-  std::vector<int32_t> local_;       // global part id -> index in parts_, or -1
+  std::vector<int32_t> local_;         // global part id -> index in parts_, or -1
   std::vector<uint64_t> pushes_from_;  // per rank
   ps::RegMem params_, state_, agg_, stage_, table_rx_;
   size_t table_cap_ = 0;
-  uint32_t slots_ = 1;               // staging slots per part
+  uint32_t slots_ = 1;  // staging slots per part
   int workers_ = 0;
   PsServerStats stats_;
 };

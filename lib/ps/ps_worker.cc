@@ -145,9 +145,9 @@ void PsWorker::Impl::on_ctrl(int peer, const CtrlMsg& m, size_t) {
 // account of what went wrong comes before its connection closes), else the endpoint's.
 Status PsWorker::Impl::peer_error(const Req& r, const Completion& c, const char* dir) const {
   if (!error_.ok()) return error_;
-  return Status(Code::kRemoteError, me_ + ": " + req_desc(r) + " " + dir + " " +
-                                        who(static_cast<int>(c.peer_id)) + " failed: " +
-                                        (c.ep ? c.ep->status().to_string() : "endpoint error"));
+  return Status(Code::kRemoteError,
+                me_ + ": " + req_desc(r) + " " + dir + " " + who(static_cast<int>(c.peer_id)) +
+                    " failed: " + (c.ep ? c.ep->status().to_string() : "endpoint error"));
 }
 
 void PsWorker::Impl::dispatch(const Completion& c) {
@@ -202,15 +202,15 @@ Status PsWorker::Impl::check_args(const char* what, uint64_t key, const void* bu
   *ki = *found;
   const uint64_t want = layout_.keys()[*ki].count;
   if (n != want) {
-    return Status(Code::kInvalidArgument,
-                  me_ + ": " + what + " of key " + std::to_string(key) + " with " +
-                      std::to_string(n) + " elements (" + std::to_string(n * 4) +
-                      " bytes); the key has " + std::to_string(want) + " float32 elements (" +
-                      std::to_string(want * 4) + " bytes)");
+    return Status(Code::kInvalidArgument, me_ + ": " + what + " of key " + std::to_string(key) +
+                                              " with " + std::to_string(n) + " elements (" +
+                                              std::to_string(n * 4) + " bytes); the key has " +
+                                              std::to_string(want) + " float32 elements (" +
+                                              std::to_string(want * 4) + " bytes)");
   }
   if (buf == nullptr) {
-    return Status(Code::kInvalidArgument, me_ + ": " + what + " of key " + std::to_string(key) +
-                                              " with a null buffer");
+    return Status(Code::kInvalidArgument,
+                  me_ + ": " + what + " of key " + std::to_string(key) + " with a null buffer");
   }
   if (mr ? !mr->contains(buf, n * sizeof(float)) : t_.properties().requires_registration) {
     return Status(Code::kInvalidArgument,
@@ -266,8 +266,7 @@ Result<MemoryRegion> PsWorker::register_memory(std::span<float> buf) {
   return impl_->t_.register_memory(buf.data(), buf.size_bytes(), memory_kind_of(buf.data()));
 }
 
-Result<PsHandle> PsWorker::push(uint64_t key, std::span<const float> grad,
-                                const MemoryRegion* mr) {
+Result<PsHandle> PsWorker::push(uint64_t key, std::span<const float> grad, const MemoryRegion* mr) {
   Impl& m = *impl_;
   uint32_t ki = 0;
   GW_RETURN_IF_ERROR(m.check_args("push", key, grad.data(), grad.size(), mr, &ki));
@@ -301,9 +300,9 @@ Result<PsHandle> PsWorker::pull(uint64_t key, std::span<float> out, const Memory
     const uint32_t pid = first + i;
     const PsPart& p = m.layout_.parts()[pid];
     const int srv = static_cast<int>(p.server);
-    Status st = m.recv(srv, {out.data() + p.offset, p.count * sizeof(float),
-                             ps::pull_tag(pid, slot, gen),
-                             ps::wr(WrKind::kPull, (uint64_t{slot} << 24) | pid), mr});
+    Status st =
+        m.recv(srv, {out.data() + p.offset, p.count * sizeof(float), ps::pull_tag(pid, slot, gen),
+                     ps::wr(WrKind::kPull, (uint64_t{slot} << 24) | pid), mr});
     if (st.ok()) {
       CtrlMsg c;
       c.type = static_cast<uint8_t>(MsgType::kPull);

@@ -47,8 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t sel = in.u8();
     const uint32_t unit = sel & 0x80 ? gw::coll::kHdrUnit + (sel & 7) : sel;
     msgs.emplace_back(in.take(in.u16() % 4096));
-    sends.push_back({msgs.back().data(), msgs.back().size(), kTagFirstCall | unit,
-                     msgs.size(), nullptr});
+    sends.push_back(
+        {msgs.back().data(), msgs.back().size(), kTagFirstCall | unit, msgs.size(), nullptr});
   }
   if (!sends.empty()) (void)g1->endpoint(0).post_send(sends);
 
@@ -57,11 +57,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   co.algo = call & 0x10 ? gw::Algo::kRecursiveDoubling : gw::Algo::kRing;
   gw::Result<gw::CollHandle> h = gw::Status(gw::Code::kInternal, "no call");
   switch (call % 5) {
-    case 0: h = (*comm)->allreduce_async(a.data(), b.data(), count, dt, op, co); break;
-    case 1: h = (*comm)->reduce_scatter_async(a.data(), b.data(), count / 2 + 1, dt, op); break;
-    case 2: h = (*comm)->allgather_async(a.data(), b.data(), count / 2 + 1, dt); break;
-    case 3: h = (*comm)->broadcast_async(b.data(), count, dt, (call >> 5) & 1); break;
-    default: h = (*comm)->barrier_async(); break;
+    case 0:
+      h = (*comm)->allreduce_async(a.data(), b.data(), count, dt, op, co);
+      break;
+    case 1:
+      h = (*comm)->reduce_scatter_async(a.data(), b.data(), count / 2 + 1, dt, op);
+      break;
+    case 2:
+      h = (*comm)->allgather_async(a.data(), b.data(), count / 2 + 1, dt);
+      break;
+    case 3:
+      h = (*comm)->broadcast_async(b.data(), count, dt, (call >> 5) & 1);
+      break;
+    default:
+      h = (*comm)->barrier_async();
+      break;
   }
   if (h.ok()) {
     gw::Completion c[16];

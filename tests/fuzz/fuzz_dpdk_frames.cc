@@ -7,11 +7,11 @@
 // length and that many bytes: a gradwire header (64 bytes) and payload, wrapped in valid
 // Ethernet/IPv4/UDP headers from b to a (flags bit 4: the bytes are the whole frame). Bit 1
 // keeps the input's connection ids (else the real ones), bit 2 forces magic and version.
-#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_udp.h>
+#include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 
 #include <cstdlib>
 #include <cstring>

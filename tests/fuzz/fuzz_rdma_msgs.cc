@@ -64,8 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               h.tag + h.len > h.tag && h.stripes == 1 && h.rkey != 0);
       break;
     case MsgType::kAdv:
-      require(payload == 0 && h.len > 0 && h.rkey != 0 && h.stripes >= 1 &&
-              h.stripes <= lanes && h.stripes <= h.len && h.tag != ~uint64_t{0});
+      require(payload == 0 && h.len > 0 && h.rkey != 0 && h.stripes >= 1 && h.stripes <= lanes &&
+              h.stripes <= h.len && h.tag != ~uint64_t{0});
       break;
     default:
       std::abort();  // an unknown type got through

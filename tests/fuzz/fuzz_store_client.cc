@@ -78,11 +78,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool ok = false;
     const int op = i == 0 && (ops & 0x80) ? 4 : (ops >> (2 * i)) & 3;  // 4: set first
     switch (op) {
-      case 0: ok = s.get("k", gw::Millis(10)).ok(); break;
-      case 1: ok = s.add("ctr", 1).ok(); break;
-      case 2: ok = s.wait(keys, gw::Millis(10)).ok(); break;
-      case 3: ok = s.check(keys).ok(); break;
-      default: ok = s.set("k", "v").ok(); break;
+      case 0:
+        ok = s.get("k", gw::Millis(10)).ok();
+        break;
+      case 1:
+        ok = s.add("ctr", 1).ok();
+        break;
+      case 2:
+        ok = s.wait(keys, gw::Millis(10)).ok();
+        break;
+      case 3:
+        ok = s.check(keys).ok();
+        break;
+      default:
+        ok = s.set("k", "v").ok();
+        break;
     }
     if (!ok) break;
   }

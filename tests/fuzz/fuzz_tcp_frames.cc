@@ -50,7 +50,7 @@ size_t pump(gw::Transport& t, gw::Endpoint* ep, const std::vector<size_t>& caps,
   return done;
 }
 
-std::unique_ptr<gw::Transport> g_data;  // for inputs past the hello
+std::unique_ptr<gw::Transport> g_data;   // for inputs past the hello
 std::unique_ptr<gw::Transport> g_hello;  // for junk hellos; renewed now and then (below)
 std::unique_ptr<gw::Transport> g_any;    // for any-source receives; renewed when one is left
 uint64_t g_key = 0, g_hellos = 0;

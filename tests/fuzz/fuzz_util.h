@@ -43,10 +43,10 @@ class Input {
 inline void quiet() { setenv("GW_LOG_LEVEL", "off", 1); }
 
 /// Defines LLVMFuzzerInitialize for a target that needs nothing but a quiet log.
-#define GW_FUZZ_QUIET_INIT()                                \
-  extern "C" int LLVMFuzzerInitialize(int*, char***) {      \
-    ::gw::fuzz::quiet();                                    \
-    return 0;                                               \
+#define GW_FUZZ_QUIET_INIT()                           \
+  extern "C" int LLVMFuzzerInitialize(int*, char***) { \
+    ::gw::fuzz::quiet();                               \
+    return 0;                                          \
   }
 
 /// Blocking IPv4 loopback connection to `port`; -1 on failure.

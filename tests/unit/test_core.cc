@@ -50,8 +50,8 @@ using Core = Fixture;
 TEST_F(Core, EarliestPostedReceiveWinsAcrossEndpointAndAnySource) {
   TestEndpoint a(&t, 1);
   uint8_t b1[4], b2[4], b3[4];
-  RecvRequest any{b1, 4, 5, 100, nullptr}, own{b2, 4, 5, 200, nullptr}, other{b3, 4, 6, 300,
-                                                                              nullptr};
+  RecvRequest any{b1, 4, 5, 100, nullptr}, own{b2, 4, 5, 200, nullptr},
+      other{b3, 4, 6, 300, nullptr};
   ASSERT_EQ(t.post_recv_any({&any, 1}).value(), 1u);  // posted first
   ASSERT_EQ(a.post_recv({&own, 1}).value(), 1u);
   ASSERT_EQ(a.post_recv({&other, 1}).value(), 1u);
@@ -72,8 +72,8 @@ TEST_F(Core, EarliestPostedReceiveWinsAcrossEndpointAndAnySource) {
 TEST_F(Core, UnexpectedBudgetBackPressuresThenDrains) {
   TestEndpoint a(&t, 1);
   std::vector<uint8_t> sixty(60, 0xAB), fifty(50, 0xCD);
-  ASSERT_TRUE(a.arrive(0, 1, sixty));    // 60 of 100 bytes buffered
-  EXPECT_FALSE(a.arrive(1, 1, fifty));   // would exceed: stays in the network
+  ASSERT_TRUE(a.arrive(0, 1, sixty));   // 60 of 100 bytes buffered
+  EXPECT_FALSE(a.arrive(1, 1, fifty));  // would exceed: stays in the network
   EXPECT_EQ(t.store().used(), 60u);
   EXPECT_TRUE(a.status().ok()) << "a healthy peer is never failed for sending early";
   uint8_t buf[64] = {};
@@ -81,7 +81,7 @@ TEST_F(Core, UnexpectedBudgetBackPressuresThenDrains) {
   ASSERT_EQ(a.post_recv({&r, 1}).value(), 1u);  // takes the buffered message
   EXPECT_EQ(t.store().used(), 0u);
   EXPECT_EQ(buf[59], 0xAB);
-  ASSERT_TRUE(a.arrive(1, 1, fifty));   // now it fits
+  ASSERT_TRUE(a.arrive(1, 1, fifty));  // now it fits
   auto c = drain();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].len, 60u);

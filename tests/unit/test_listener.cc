@@ -45,7 +45,9 @@ struct Bed {
         [](const uint8_t* b) -> const char* {
           return std::memcmp(b, kMagic, 4) == 0 ? nullptr : "wrong magic";
         },
-        [this](Fd fd, const uint8_t* b) { taken.emplace_back(std::move(fd), std::vector<uint8_t>(b, b + kHello)); });
+        [this](Fd fd, const uint8_t* b) {
+          taken.emplace_back(std::move(fd), std::vector<uint8_t>(b, b + kHello));
+        });
     EXPECT_TRUE(st.ok()) << st.to_string();
     ::unsetenv("GW_AUTH_KEY");
     auth::reload_key_for_test();
@@ -138,8 +140,10 @@ struct AuthCase {
 };
 
 TEST(HelloListener, OnlyTheRightKeyIsTakenAndBothSidesSayWhy) {
-  const AuthCase cases[] = {{"k1", "k1", true},      {nullptr, nullptr, true},
-                            {"k1", "k2", false},     {"k1", nullptr, false},
+  const AuthCase cases[] = {{"k1", "k1", true},
+                            {nullptr, nullptr, true},
+                            {"k1", "k2", false},
+                            {"k1", nullptr, false},
                             {nullptr, "k1", false}};
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.server ? c.server : "-") + " vs " + (c.client ? c.client : "-"));

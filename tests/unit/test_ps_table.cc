@@ -55,8 +55,7 @@ TEST(PsTable, KeyCountThatWrapsTheLengthCheckIsRefused) {
   worker.join();
   ASSERT_FALSE(server.ok());
   const std::string msg = server.status().to_string();
-  EXPECT_NE(msg.find("does not hold the 1152921504606846978 keys it announces"),
-            std::string::npos)
+  EXPECT_NE(msg.find("does not hold the 1152921504606846978 keys it announces"), std::string::npos)
       << msg;
 }
 

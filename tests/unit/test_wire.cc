@@ -1,8 +1,8 @@
 // Wire headers of the TCP driver and the Address blob.
 #include <gtest/gtest.h>
 
-#include "gw_transport.h"
 #include "gw_socket.h"
+#include "gw_transport.h"
 #include "tcp_wire.h"
 
 namespace gw::drv::tcp {
