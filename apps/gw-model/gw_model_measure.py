@@ -75,6 +75,9 @@ def coll(args, hosts, per, rate, algo, sizes):
             r = subprocess.run([perf, "-t", args.transport, "--ranks", str(per)] + cmd,
                                capture_output=True, text=True, timeout=args.timeout)
             out = r.stdout if r.returncode == 0 else None
+            if out is None:  # as bed() does: say why a point is missing
+                sys.stderr.write("gw-model-measure: loopback %s failed:\n%s" %
+                                 (" ".join(r.args), r.stderr[-2000:]))
         else:
             out = bed(args, hosts, per, rate, [perf, "-t", SPECS[args.transport]] + cmd)
         rows = [json.loads(line) for line in (out or "").splitlines() if line.startswith("{")]
