@@ -290,6 +290,7 @@ bool RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
 
 bool RdmaEndpoint::unexpected(const MsgHdr& h, const uint8_t* payload) {
   const auto type = static_cast<MsgType>(h.type);
+  if (unexp_.full()) return false;  // as beyond the budget: it waits in its receive buffer
   Unexpected u;
   // Beyond rdma.unexpected_bytes an eager message waits in its receive buffer: the peer's
   // credits run down (back-pressure); a healthy peer is never failed for sending early.
@@ -439,9 +440,16 @@ void RdmaEndpoint::fail(const Status& st, bool orderly) {
   auto gone = [&](const Unexpected& u) {
     return !orderly || u.type != MsgType::kEager || u.rndv != kNoSlot;
   };
-  for (auto& u : unexp_)
-    if (gone(u) && u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
-  std::erase_if(unexp_, gone);
+  for (int i = unexp_.head(); i >= 0;) {
+    const int next = unexp_.next(i);
+    Unexpected& u = unexp_[i];
+    if (gone(u)) {
+      if (u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
+      u = Unexpected{};
+      unexp_.erase(i);
+    }
+    i = next;
+  }
   if (!orderly) held_.clear();
   txq_.clear();
   ctrl_ = Fd();  // closing it leaves the epoll set

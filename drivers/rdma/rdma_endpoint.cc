@@ -56,8 +56,9 @@ RdmaEndpoint::~RdmaEndpoint() {
     if (r.used && r.reg) t_->regcache().release(r.reg);
     if (r.used && r.bounce.p) t_->store().give(std::move(r.bounce), r.len);
   }
-  for (auto& u : unexp_)
-    if (u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
+  for (int i = unexp_.head(); i >= 0; i = unexp_.next(i))
+    if (unexp_[i].type == MsgType::kEager)
+      t_->store().give(std::move(unexp_[i].data), unexp_[i].len);
   // Requests still pending get no completion: the caller destroyed the endpoint.
   t_->sink().unreserve(outstanding_);
   if (event_reserved_) t_->sink().release_event();
@@ -141,6 +142,9 @@ Status RdmaEndpoint::create() {
   for (uint32_t i = rndv_slots; i-- > 0;) free_rndv_.push_back(i);
   recvs_.init(o.max_outstanding);
   held_.init(o.recv_depth);
+  // Buffered messages: every eager one lane 0's buffers can take, and the peer's rendezvous
+  // requests (its outstanding sends), twice over for slack; beyond, back-pressure.
+  unexp_.init(2 * (size_t{o.recv_depth} + o.max_outstanding));
   t_->sink().reserve_event();  // the endpoint-error event can always be reported
   event_reserved_ = true;
   txq_.init(6 * size_t{o.max_outstanding} + 16);
@@ -330,7 +334,7 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
       if (n == 0) return st;
       break;
     }
-    const int u = unexp_.empty() ? -1 : find_unexpected(r.tag);
+    const int u = unexp_.size() == 0 ? -1 : find_unexpected(r.tag);
     if ((u < 0 && recvs_.full()) || !t_->sink().reserve()) break;
     ++outstanding_;
     if (u >= 0) {

@@ -17,7 +17,6 @@
 /// Thread-safety: none; owned by the caller, driven by its RdmaTransport.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,7 +81,7 @@ class RdmaEndpoint final : public Endpoint {
   bool failed() const { return !error_.ok(); }
   /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
   int find_unexpected(uint64_t tag) const;
-  uint64_t arrival_of(int u) const { return unexp_[static_cast<size_t>(u)].arrival; }
+  uint64_t arrival_of(int u) const { return unexp_[u].arrival; }
   void take_unexpected(int u, const RecvRequest& r);
 
  private:
@@ -259,10 +258,10 @@ class RdmaEndpoint final : public Endpoint {
   SlotList<PostedRecv> recvs_;
   std::vector<RndvRecv> rndv_;
   std::vector<uint32_t> free_rndv_;
-  std::deque<Unexpected> unexp_;
-  Ring<Held> held_;         // in arrival order; at most lane 0's receive buffers
-  bool retrying_ = false;   // retry_held() is matching held_.front()
-  size_t outstanding_ = 0;  // completions reserved for this endpoint's requests, not yet pushed
+  SlotList<Unexpected> unexp_;  // in arrival order; full: back-pressure (held_)
+  Ring<Held> held_;             // in arrival order; at most lane 0's receive buffers
+  bool retrying_ = false;       // retry_held() is matching held_.front()
+  size_t outstanding_ = 0;      // completions reserved for this endpoint's requests, not yet pushed
   bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
   Ring<TxItem> txq_;
   // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and

@@ -15,14 +15,15 @@ uint8_t RdmaEndpoint::stripes_for(uint64_t len) const {
 }
 
 int RdmaEndpoint::find_unexpected(uint64_t tag) const {
-  for (size_t i = 0; i < unexp_.size(); ++i)
-    if (tag == kAnyTag || unexp_[i].tag == tag) return static_cast<int>(i);
+  for (int i = unexp_.head(); i >= 0; i = unexp_.next(i))
+    if (tag == kAnyTag || unexp_[i].tag == tag) return i;
   return -1;
 }
 
 void RdmaEndpoint::take_unexpected(int u, const RecvRequest& r) {
-  Unexpected m = std::move(unexp_[static_cast<size_t>(u)]);
-  unexp_.erase(unexp_.begin() + u);
+  Unexpected m = std::move(unexp_[u]);
+  unexp_[u] = Unexpected{};
+  unexp_.erase(u);
   if (m.rndv != kNoSlot) {
     attach(m.rndv, r);
     return;
@@ -70,7 +71,8 @@ void RdmaEndpoint::landed(uint32_t r) {
   rv.bounce_mr.reset();
   bool kept = false;
   if (!rv.has_req) {  // still unmatched: from now on an eager message with its data
-    for (Unexpected& u : unexp_) {
+    for (int i = unexp_.head(); i >= 0; i = unexp_.next(i)) {
+      Unexpected& u = unexp_[i];
       if (u.rndv != r) continue;
       u.rndv = kNoSlot;
       u.type = MsgType::kEager;

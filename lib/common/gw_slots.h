@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace gw {
@@ -45,7 +46,8 @@ template <class T>
 class SlotList {
  public:
   void init(size_t cap) {
-    nodes_.assign(cap, Node{});
+    nodes_.clear();  // not assign(): T may be move-only
+    nodes_.resize(cap);
     for (size_t i = 0; i < cap; ++i) nodes_[i].next = i + 1 < cap ? static_cast<int>(i + 1) : -1;
     free_ = cap > 0 ? 0 : -1;
     head_ = tail_ = -1;
@@ -58,10 +60,11 @@ class SlotList {
   T& operator[](int i) { return nodes_[i].val; }
   const T& operator[](int i) const { return nodes_[i].val; }
   /// Appends; caller checks full() first.
-  int push_back(const T& v) {
+  template <class U = T>
+  int push_back(U&& v) {
     const int i = free_;
     free_ = nodes_[i].next;
-    nodes_[i] = Node{v, tail_, -1};
+    nodes_[i] = Node{std::forward<U>(v), tail_, -1};
     (tail_ >= 0 ? nodes_[tail_].next : head_) = i;
     tail_ = i;
     ++size_;

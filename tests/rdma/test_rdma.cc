@@ -195,6 +195,34 @@ TEST_F(Rdma, ManyOutstanding) {
   });
 }
 
+// Buffered early messages are bounded in number too (2 x (recv_depth + max_outstanding)), not
+// only in bytes: zero- and few-byte messages cost the byte budget nothing. Beyond the bound they
+// wait in their receive buffers (back-pressure, the sender's credits run down), and once
+// receives are posted every message arrives, in order, with its bytes; nobody fails.
+TEST_F(Rdma, UnexpectedCountIsBoundedByBackPressure) {
+  const TransportCase small{"rxe_small", "rdma", "rdma:dev=rxe0,recv_depth=4,max_outstanding=8"};
+  constexpr uint64_t kCount = 120, kBound = 2 * (4 + 8);
+  auto len_of = [](uint64_t i) { return static_cast<size_t>(i * 3 % 40); };
+  run_ranks(small, 2, [&](Group& g) {
+    Exchange x(g);
+    x.reqs().reserve(kCount);
+    const int peer = 1 - g.rank();
+    if (g.rank() == 1) {  // let every message that can arrive early do so
+      Completion none[1];
+      const auto end = Clock::now() + Millis(400);
+      while (Clock::now() < end) (void)g.transport().cq().poll(std::span<Completion>(none, 0));
+      auto st = g.transport().stats();
+      EXPECT_EQ(st["unexpected_msgs"], kBound) << "buffered beyond the bound";
+      EXPECT_GT(st["held_stalls"], 0u) << "the rest must wait in their receive buffers";
+    }
+    for (uint64_t i = 0; i < kCount; ++i) {
+      if (g.rank() == 0) x.send(peer, i % 3, len_of(i), i);
+      if (g.rank() == 1) x.recv(peer, i % 3, 40, i, len_of(i));
+    }
+    run_and_verify(x);
+  });
+}
+
 // A receive smaller than the message fails with its length; the endpoint stays usable.
 TEST_F(Rdma, TooSmallReceiveEagerAndRendezvous) {
   run_ranks(kRxe, 2, [&](Group& g) {
