@@ -38,14 +38,13 @@ struct PostedRecv {
 struct RndvRecv {
   RecvRequest req;
   uint64_t tag = 0, len = 0;
-  RegCache::Entry* reg = nullptr;
-  uint8_t stripes_left = 0;  // WRITEs with immediate still to come
+  RegCache::Entry* reg = nullptr;  // the receive buffer's, or the bounce buffer's
+  uint8_t stripes_left = 0;        // WRITEs with immediate still to come
   bool used = false;
-  bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
-  int adv_recv = -1;     // advertised: its entry in recvs_ until a WRITE claims it
-  bool discard = false;  // its receive already completed (too small): drop the data
-  core::UBuf bounce;     // unexpected pull: the data lands here first (the core's store)
-  MrPtr bounce_mr;
+  bool has_req = true;              // false: pulled unexpectedly, or advertised and not yet claimed
+  int adv_recv = -1;                // advertised: its entry in recvs_ until a WRITE claims it
+  bool discard = false;             // its receive already completed (too small): drop the data
+  core::UBuf bounce;                // unexpected pull: the data lands here first (the core's store)
   bool staged = false;              // CUDA memory: windows through pinned buffers (rdma_staging.cc)
   uint32_t send_id = 0;             // staged: the sender's slot, named in each window
   uint64_t next_off = 0, done = 0;  // staged: bytes asked for, bytes copied in

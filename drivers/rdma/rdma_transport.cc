@@ -113,6 +113,11 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(dev_, open_device(wish));
   GW_RETURN_IF_ERROR(init_verbs());
   regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, rce);
+  // Pulls register their bounce buffers through the cache (rdma_unexpected.cc): a buffer the
+  // store keeps is registered once; one it frees must leave the cache first.
+  store_.set_free_hook(
+      [](void* rc, const uint8_t* p, size_t n) { static_cast<RegCache*>(rc)->invalidate(p, n); },
+      regcache_.get());
 
   // Control listener: on the GID's IPv4 address when it has one.
   if (dev_.ipv4 != 0 && iface.empty()) {

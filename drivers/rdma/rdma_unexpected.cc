@@ -1,7 +1,9 @@
 // RdmaEndpoint: messages that arrive before their receive. Eager ones are copied aside;
-// rendezvous requests within rdma.unexpected_bytes are pulled into a registered bounce
-// buffer at once (CTS to it), so the sender's request completes without waiting for the
-// receive, as it does over TCP. Beyond the budget the request simply waits for its receive.
+// rendezvous requests within rdma.unexpected_bytes are pulled into a bounce buffer at once (CTS
+// to it), so the sender's request completes without waiting for the receive, as it does over
+// TCP. Beyond the budget the request simply waits for its receive. Bounce buffers come from the
+// core's store, which reuses them, and are registered through the cache, which keeps their
+// registrations: a steady stream of early arrivals registers nothing.
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -36,9 +38,9 @@ void RdmaEndpoint::pull(Unexpected& u) {
   if (free_rndv_.empty() || txq_.full()) return;
   core::UBuf buf;
   if (!t_->store().take(u.len, &buf)) return;  // beyond the budget: wait for the receive
-  MrPtr mr(
-      ibv_reg_mr(t_->pd(), buf.p.get(), u.len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  if (!mr) {  // e.g. the locked-memory limit: wait for the receive instead
+  // Through the cache: a buffer the store hands out again is registered already.
+  auto reg = t_->regcache().acquire(buf.p.get(), u.len);
+  if (!reg.ok()) {  // e.g. the locked-memory limit: wait for the receive instead
     t_->store().give(std::move(buf), u.len);
     return;
   }
@@ -57,10 +59,10 @@ void RdmaEndpoint::pull(Unexpected& u) {
   it.id2 = s;
   it.len = u.len;
   it.addr = reinterpret_cast<uintptr_t>(buf.p.get());
-  it.rkey = mr->rkey;
+  it.rkey = (*reg)->mr->rkey;
   it.stripes = rv.stripes_left;
   rv.bounce = std::move(buf);
-  rv.bounce_mr = std::move(mr);
+  rv.reg = *reg;
   txq_.push(it);
   ++t_->counters_.unexpected_pulls;
   u.rndv = s;
@@ -68,7 +70,8 @@ void RdmaEndpoint::pull(Unexpected& u) {
 
 void RdmaEndpoint::landed(uint32_t r) {
   RndvRecv& rv = rndv_[r];
-  rv.bounce_mr.reset();
+  t_->regcache().release(rv.reg);
+  rv.reg = nullptr;
   bool kept = false;
   if (!rv.has_req) {  // still unmatched: from now on an eager message with its data
     for (int i = unexp_.head(); i >= 0; i = unexp_.next(i)) {

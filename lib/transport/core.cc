@@ -75,12 +75,24 @@ bool UnexpectedStore::take(uint64_t len, UBuf* out) {
   return true;
 }
 
+UnexpectedStore::~UnexpectedStore() {
+  for (size_t i = 0; i < nkept_; ++i) drop(kept_[i]);
+}
+
+void UnexpectedStore::drop(UBuf& b) {
+  if (hook_ && b.p) hook_(hook_ctx_, b.p.get(), b.cap);
+  b.p.reset();
+  b.cap = 0;
+}
+
 void UnexpectedStore::give(UBuf b, uint64_t len) {
   used_ -= len;
-  if (!b.p || b.cap > budget_) return;
+  if (!b.p) return;
+  if (b.cap > budget_) return drop(b);
   if (nkept_ == kKeep || kept_bytes_ + b.cap > budget_) {  // evict the oldest to make room
-    if (nkept_ == 0) return;
+    if (nkept_ == 0) return drop(b);
     kept_bytes_ -= kept_[0].cap;
+    drop(kept_[0]);
     kept_[0] = std::move(kept_[--nkept_]);
   }
   kept_bytes_ += b.cap;

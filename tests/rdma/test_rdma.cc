@@ -305,6 +305,59 @@ TEST_F(Rdma, UnexpectedRendezvousIsPulled) {
   EXPECT_EQ(groups[1]->transport().stats()["unexpected_bytes_now"], 0u);
 }
 
+// Pulls reuse the store's buffers and their registrations: a second round of early rendezvous
+// messages registers nothing (every bounce buffer is a cache hit), and the data is right.
+TEST_F(Rdma, UnexpectedPullsReuseRegistrations) {
+  auto groups = make_groups(kRxe, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  constexpr size_t kLen = 100000, kMsgs = 3;
+  uint64_t misses_first = 0;
+  for (uint64_t round = 0; round < 2; ++round) {
+    std::vector<std::vector<uint8_t>> out(kMsgs, std::vector<uint8_t>(kLen));
+    for (size_t i = 0; i < kMsgs; ++i) {
+      fill_pattern(out[i].data(), kLen, msg_seed(0, 1, 7, round * kMsgs + i));
+      SendRequest s{out[i].data(), kLen, 7, i, nullptr};
+      ASSERT_EQ(taken(groups[0]->endpoint(1).post_send({&s, 1})), 1u);
+    }
+    size_t sent = 0;
+    for (auto end = Clock::now() + std::chrono::seconds(20); sent < kMsgs && Clock::now() < end;) {
+      Completion c[4];
+      sent += taken(groups[0]->transport().cq().poll(c));
+      (void)groups[1]->transport().cq().poll(std::span<Completion>(c, 0));
+    }
+    ASSERT_EQ(sent, kMsgs) << "pulled sends complete before their receives are posted";
+    std::vector<std::vector<uint8_t>> in(kMsgs, std::vector<uint8_t>(kLen + kGuard, kGuardByte));
+    for (size_t i = 0; i < kMsgs; ++i) {
+      RecvRequest r{in[i].data(), kLen + kGuard, 7, i, nullptr};
+      ASSERT_EQ(taken(groups[1]->endpoint(0).post_recv({&r, 1})), 1u);
+    }
+    size_t got = 0;
+    for (auto end = Clock::now() + std::chrono::seconds(20); got < kMsgs && Clock::now() < end;) {
+      Completion c[4];
+      const size_t n = taken(groups[1]->transport().cq().poll(c));
+      for (size_t k = 0; k < n; ++k) {
+        EXPECT_EQ(c[k].code, Code::kOk);
+        EXPECT_EQ(c[k].len, kLen);
+      }
+      got += n;
+    }
+    ASSERT_EQ(got, kMsgs);
+    for (size_t i = 0; i < kMsgs; ++i) {
+      EXPECT_EQ(check_pattern(in[i].data(), kLen, msg_seed(0, 1, 7, round * kMsgs + i)), "");
+      EXPECT_EQ(in[i][kLen], kGuardByte);
+    }
+    auto st = groups[1]->transport().stats();
+    EXPECT_EQ(st["unexpected_pulls"], (round + 1) * kMsgs);
+    if (round == 0) {
+      misses_first = st["reg_cache_misses"];
+      EXPECT_GT(misses_first, 0u) << "the first pulls register their bounce buffers";
+    } else {
+      EXPECT_EQ(st["reg_cache_misses"], misses_first) << "the second round registered again";
+      EXPECT_GE(st["reg_cache_hits"], kMsgs);
+    }
+  }
+}
+
 // A peer that sent and then left (its transport destroyed): eager messages and rendezvous ones
 // pulled unexpectedly stay receivable after its control connection closes.
 TEST_F(Rdma, MessagesSentBeforeACleanCloseStayReceivable) { close_then_receive(kRxe); }
