@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "dpdk_transport.h"
 #include "gw_transport_driver.h"
 
 namespace gw::drv::dpdk {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpdk_fault.h"
+#include "dpdk_options.h"
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
 #include "gw_auth.h"
@@ -31,26 +32,6 @@ namespace gw::drv::dpdk {
 
 class DpdkTransport;
 class DpdkEndpoint;
-
-struct Options {
-  uint32_t ip = 0;        ///< network order
-  uint16_t udp_port = 0;  ///< network order
-  int window = 256;       ///< packets in flight per connection (power of two)
-  int max_outstanding = 1024;
-  int cq_depth = 65536;
-  int max_endpoints = 1024;
-  int held_max = 4096;  ///< out-of-order packets held per transport
-  uint64_t unexpected_bytes = 0;
-  uint64_t max_message = 0;
-  uint64_t rto_min_ns = 0, rto_max_ns = 0, peer_timeout_ns = 0, heartbeat_ns = 0;
-  uint64_t linger_ns = 0;
-  bool checksum = true;
-  bool zero_copy = false;
-  uint32_t zero_copy_min = 0;
-  uint32_t seg_payload = 0;       ///< payload bytes per packet (from the MTU)
-  StagingPool::Options staging;   ///< device memory: send windows (per endpoint)
-  uint32_t staging_rx_slots = 0;  ///< device memory: receive slots of one packet (per transport)
-};
 
 /// A host-to-device copy of one received packet's payload, in flight (dpdk_staging.cc).
 struct RxCopy {

@@ -1,0 +1,66 @@
+/// @file tcp_stream.h
+/// One TCP stream of a connection (tcp_transport.h): its socket, its send queue of chunks and
+/// its receive state; and an accepted stream waiting for connect() to take it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "gw_socket.h"
+#include "gw_transport.h"
+#include "tcp_slots.h"
+#include "tcp_tls.h"
+#include "tcp_wire.h"
+
+namespace gw::drv::tcp {
+
+class TcpEndpoint;
+
+/// What an epoll event points at.
+struct PollItem {
+  enum Kind : uint8_t { kListener, kStream, kWake } kind;
+};
+
+/// An accepted stream whose HELLO came, waiting for connect() to take it. With tcp.tls=on its
+/// TLS handshake runs meanwhile (progress), so a dialling peer's connect() completes as soon
+/// as this process drives its transport, whatever connect() it is in.
+struct Parked {
+  Fd fd;
+  FrameHeader hello{};
+  SslPtr ssl;
+  bool tls_ready = false;
+  Clock::time_point tls_until{};  // the handshake must end by then (tcp.hello_timeout_ms)
+};
+
+struct Stream : PollItem {
+  Fd fd;
+  TcpEndpoint* ep = nullptr;
+  bool readable = true;
+  bool writable = true;
+  bool hup = false;  // the peer closed or errored: read until recv() says so
+  bool eof = false;  // the peer's FIN was read between two frames
+  // tcp.tls=on: the stream's TLS session (handshake done at set-up); small writes packed.
+  SslPtr ssl;
+  std::unique_ptr<uint8_t[]> tls_pack;
+  // Send side: chunks queued in order; the head may be partly written.
+  Ring<Chunk> txq;
+  // Receive side.
+  enum class Rx : uint8_t { kHeader, kPayload, kStalled } rx = Rx::kHeader;
+  std::unique_ptr<uint8_t[]> stage;  // small frames are read in bulk through here
+  size_t stage_begin = 0, stage_end = 0;
+  // The last chunk was big: read the next header alone, since a bulk read would bring up to
+  // kStageSize of its payload through `stage` (one more copy) instead of straight into place.
+  bool big = false;
+  FrameHeader hdr{};
+  int msg = -1;            // InMsg slot of the chunk being read
+  uint8_t* dst = nullptr;  // where the payload goes; null = discard
+  uint64_t chunk_left = 0;
+  // Device-memory staging (tcp_staging.cc): receive slot being filled, send slots held.
+  bool rx_staged = false;  // the payload goes to device memory through a slot
+  int rx_slot = -1;
+  size_t rx_fill = 0;
+  uint8_t* rx_slot_dst = nullptr;  // device address of the slot's first byte
+  uint32_t tx_staged = 0;          // send slots held by chunks of this stream
+};
+
+}  // namespace gw::drv::tcp
