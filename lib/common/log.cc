@@ -71,8 +71,9 @@ Sinks& sinks() {
     Sinks r;
     std::string level = "info", file;
     if (auto c = Config::global(); c.ok()) {
-      level = c->get_string("log.level").value();
-      file = c->get_string("log.file").value();
+      // Checked, not value(): no exception may leave the library.
+      if (auto l = c->get_string("log.level"); l.ok()) level = *l;
+      if (auto f = c->get_string("log.file"); f.ok()) file = *f;
     }
     r.level = spdlog::level::from_str(level);
     if (!file.empty()) {

@@ -38,7 +38,8 @@ Nanos auto_spin() {
 Result<size_t> CompletionQueue::wait(std::span<Completion> out, Nanos timeout) {
   static const Nanos spin = [] {
     auto c = Config::global();
-    const int64_t us = c.ok() ? c->get_int("transport.spin_us").value() : -2;
+    auto v = c.ok() ? c->get_int("transport.spin_us") : Result<int64_t>(-2);
+    const int64_t us = v.ok() ? *v : -2;  // checked: no exception may leave the library
     if (us == -2) return auto_spin();
     return us < 0 ? Nanos::max() : Nanos(us * 1000);
   }();
