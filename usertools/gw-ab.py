@@ -52,6 +52,11 @@ WORKLOADS = [
     ("rdma 64 KiB bandwidth, MB/s", "perf",
      ["-t", "rdma:dev=rxe0", "--test", "bw", "-s", "64K", "-n", "500", "--busy"], "bw_avg_MBps",
      True),
+    # One receive posted at a time: the sender runs ahead, so most messages arrive before their
+    # receive and are pulled into bounce buffers (the unexpected path).
+    ("rdma 1 MiB bandwidth, 1 receive posted, MB/s", "perf",
+     ["-t", "rdma:dev=rxe0", "--test", "bw", "-s", "1M", "-n", "100", "-r", "1"], "bw_avg_MBps",
+     True),
 ]
 
 
