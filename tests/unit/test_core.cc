@@ -2,6 +2,7 @@
 // completion sink's accounting and an endpoint's failure, driven as a driver drives them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -188,6 +189,44 @@ TEST_F(Core, FailureCompletesPostedAndOwedReceivesKeepsBufferedOnOrderlyClose) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].code, Code::kOk);
   EXPECT_EQ(got[0], 9);
+}
+
+// The store tells its driver about every buffer it frees (rdma drops the buffer's registration
+// from its cache then), and about no buffer it keeps for reuse: over budget, beyond the 16
+// kept, and the kept ones when the store goes.
+TEST(CoreStore, FreeHookSeesEveryFreedBufferOnce) {
+  struct Seen {
+    std::vector<const uint8_t*> freed;
+  } seen;
+  {
+    UnexpectedStore st;
+    st.init(1 << 20);
+    st.set_free_hook(
+        [](void* c, const uint8_t* p, size_t) { static_cast<Seen*>(c)->freed.push_back(p); },
+        &seen);
+    UBuf b;
+    ASSERT_TRUE(st.take(1000, &b));
+    const uint8_t* first = b.p.get();
+    st.give(std::move(b), 1000);  // kept
+    EXPECT_TRUE(seen.freed.empty());
+    ASSERT_TRUE(st.take(900, &b));
+    EXPECT_EQ(b.p.get(), first) << "a kept buffer is reused for a message of at least half";
+    st.give(std::move(b), 900);
+    // 20 buffers at once: 16 are kept when they come back, the 4 oldest kept are freed.
+    std::vector<UBuf> many(20);
+    std::vector<const uint8_t*> ptrs;
+    for (auto& m : many) {
+      ASSERT_TRUE(st.take(4096, &m));
+      ptrs.push_back(m.p.get());
+    }
+    for (auto& m : many) st.give(std::move(m), 4096);
+    EXPECT_EQ(seen.freed.size(), 5u);  // the 1000-byte one and 4 of the 4 KiB ones
+    EXPECT_EQ(st.used(), 0u);
+  }
+  // The store's end frees the 16 it kept: 21 distinct buffers in all, each freed once.
+  std::sort(seen.freed.begin(), seen.freed.end());
+  EXPECT_EQ(std::unique(seen.freed.begin(), seen.freed.end()), seen.freed.end());
+  EXPECT_EQ(seen.freed.size(), 21u);
 }
 
 TEST(CoreChecks, RequestErrorsSayWhatToDo) {

@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <list>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -81,6 +82,26 @@ TEST(Ring, WrapsAndMatchesADeque) {
     ASSERT_EQ(r.size(), ref.size());
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(r.at(i), ref[i]);
   }
+}
+
+// rdma keeps its early messages (which own their buffers) in a SlotList: move-only values go
+// in by move, come out by move, and the list's own storage never copies them.
+TEST(SlotList, HoldsMoveOnlyValues) {
+  SlotList<std::unique_ptr<int>> l;
+  l.init(2);
+  const int a = l.push_back(std::make_unique<int>(1));
+  auto two = std::make_unique<int>(2);
+  const int b = l.push_back(std::move(two));
+  EXPECT_EQ(two, nullptr);
+  EXPECT_TRUE(l.full());
+  EXPECT_EQ(*l[a], 1);
+  EXPECT_EQ(*l[b], 2);
+  std::unique_ptr<int> out = std::move(l[a]);
+  l.erase(a);
+  EXPECT_EQ(*out, 1);
+  EXPECT_EQ(l.push_back(std::make_unique<int>(3)), a);  // the freed node again
+  EXPECT_EQ(*l[l.head()], 2);
+  EXPECT_EQ(*l[l.next(l.head())], 3);
 }
 
 }  // namespace
