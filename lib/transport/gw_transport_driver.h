@@ -35,7 +35,8 @@
 /// any-source receive, open_direct/close_direct in its progress pass), the AbortLatch (as
 /// above, with its own any-source list), the UnexpectedStore (with
 /// back-pressure: a message the budget cannot take stays in its receive buffer, so the peer's
-/// credits run down), check_send/check_recv, log_failure and the HelloListener (gw_listener.h).
+/// credits run down; its bounce buffers registered through rdma's cache, which the store's free
+/// hook keeps clean), check_send/check_recv, log_failure and the HelloListener (gw_listener.h).
 ///
 /// Guarantees: no allocation on the hot path (unexpected buffers are reused, within the
 /// budget); a completion is never dropped; any-source receives reserve their completion;
