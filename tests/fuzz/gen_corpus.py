@@ -38,6 +38,10 @@ put("fuzz_config", "small", "[tcp]\nstreams = 4\niface = \"lo\"\n[coll]\ncheck_a
 put("fuzz_config", "types", "[dpdk]\nrx_drop = 0.01\nmtu = 9000\n[log]\nlevel = \"off\"\n")
 put("fuzz_config", "unknown", "[tcp]\nstreems = 4\n")
 put("fuzz_config", "nested", "[tcp.x]\ny = 1\n")
+# dump() must write these so that they load again (found by fuzz_config: an integer given as a
+# string with leading zeroes; strings were never escaped, numbers strtod reads but TOML does not)
+put("fuzz_config", "leading_zeroes", '[tcp]\nstreams = "000000000000000008161366602732904857"')
+put("fuzz_config", "escapes", '[dpdk]\neal_args = "a\\"b\\\\c\\u0001"\nrx_drop = "0x1p-3"\n')
 
 # specs: section byte, then device arguments (also opened as a spec)
 put("fuzz_spec", "tcp_args", b"\x00streams=2,family=inet")
