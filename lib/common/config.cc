@@ -81,9 +81,11 @@ std::string toml_value(ConfigType type, const std::string& v) {
     std::from_chars(v.data(), v.data() + v.size(), x);
     return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
   }
-  if (type == ConfigType::kDouble)  // shortest round trip; inf and nan are TOML's too
-    return std::string(buf,
-                       std::to_chars(buf, buf + sizeof buf, std::strtod(v.c_str(), nullptr)).ptr);
+  if (type == ConfigType::kDouble) {  // shortest round trip; inf and nan are TOML's too
+    std::string d(buf, std::to_chars(buf, buf + sizeof buf, std::strtod(v.c_str(), nullptr)).ptr);
+    // All digits (2^63 is "9223372036854775808") would read as an integer, maybe too large.
+    return d.find_first_not_of("-0123456789") == std::string::npos ? d + ".0" : d;
+  }
   if (type == ConfigType::kBool) return v;
   std::string out = "\"";
   for (unsigned char c : v) {

@@ -42,6 +42,7 @@ put("fuzz_config", "nested", "[tcp.x]\ny = 1\n")
 # string with leading zeroes; strings were never escaped, numbers strtod reads but TOML does not)
 put("fuzz_config", "leading_zeroes", '[tcp]\nstreams = "000000000000000008161366602732904857"')
 put("fuzz_config", "escapes", '[dpdk]\neal_args = "a\\"b\\\\c\\u0001"\nrx_drop = "0x1p-3"\n')
+put("fuzz_config", "float_2_63", '[dpdk]\nrx_drop = "0x1p63"\n')  # dumped as an integer once
 
 # specs: section byte, then device arguments (also opened as a spec)
 put("fuzz_spec", "tcp_args", b"\x00streams=2,family=inet")

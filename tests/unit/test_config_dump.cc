@@ -49,7 +49,7 @@ TEST(ConfigDump, StringWithQuotesBackslashesAndControlsLoadsAgain) {
 }
 
 TEST(ConfigDump, NumberStrtodTakesButTomlDoesNotLoadsAgain) {
-  for (const char* v : {"0x1p3", "1.", ".5", "infinity", "1e999", " 2"}) {
+  for (const char* v : {"0x1p3", "1.", ".5", "infinity", "1e999", " 2", "0x1p63", "-0x1p64"}) {
     auto c = round_trip(std::string("[dumpsec]\nratio = \"") + v + "\"\n");
     EXPECT_TRUE(c.ok()) << v << ": " << c.status().to_string();
   }
