@@ -20,6 +20,7 @@
 #include "gw_store.h"
 #include "log.h"
 #include "tcp_store_proto.h"
+#include "tcp_store_replies.h"
 
 namespace gw {
 namespace {
@@ -152,6 +153,7 @@ class Client final : public Store {
       : host_(std::move(host)),
         port_(port),
         name_("tcp store " + host_port(host_, port)),
+        replies_(name_),
         io_timeout_(io_timeout),
         key_(std::move(key)),
         who_(who) {}
@@ -170,7 +172,7 @@ class Client final : public Store {
     }
     auto hello = wire::Writer().u8(op_byte(wire::Op::kHello)).u32(static_cast<uint32_t>(who_.rank));
     GW_ASSIGN_OR_RETURN(auto reply, exchange("hello", fd.get(), hello.finish(), Nanos(0)));
-    GW_RETURN_IF_ERROR(expect_ok("hello", reply));
+    GW_RETURN_IF_ERROR(replies_.ok("hello", reply));
     session_ = std::move(fd);
     std::lock_guard lock(sessions().mu);
     sessions().fds.emplace_back(session_.get(), ::getpid());
@@ -181,42 +183,21 @@ class Client final : public Store {
     GW_RETURN_IF_ERROR(store::check_sizes(name_, key, value));
     auto frame = wire::Writer().u8(op_byte(wire::Op::kSet)).str(key).str(value);
     GW_ASSIGN_OR_RETURN(auto reply, call("set", frame.finish(), Nanos(0)));
-    return expect_ok("set", reply);
+    return replies_.ok("set", reply);
   }
 
   Result<std::string> get(std::string_view key, Nanos timeout) override {
     GW_RETURN_IF_ERROR(store::check_sizes(name_, key, ""));
     auto frame = wire::Writer().u8(op_byte(wire::Op::kGet)).str(key).i64(to_ms(timeout));
     GW_ASSIGN_OR_RETURN(auto reply, call("get", frame.finish(), timeout));
-    wire::Reader r(reply);
-    auto st = static_cast<wire::Reply>(r.u8());
-    if (st == wire::Reply::kTimeout || st == wire::Reply::kLeft) {
-      std::string k(key);
-      if (st == wire::Reply::kTimeout) return store::missing_keys_timeout(name_, {&k, 1}, timeout);
-      uint32_t rank = r.u32();
-      uint32_t n = r.u32();
-      r.str();
-      if (r.ok() && r.at_end() && n == 1) return rank_left(rank, {&k, 1});
-      return bad_reply("get");
-    }
-    auto value = r.str();
-    if (st != wire::Reply::kOk || !r.ok() || !r.at_end()) return bad_reply("get");
-    return std::string(value);
+    return replies_.get(key, timeout, reply);
   }
 
   Result<int64_t> add(std::string_view key, int64_t delta) override {
     GW_RETURN_IF_ERROR(store::check_sizes(name_, key, ""));
     auto frame = wire::Writer().u8(op_byte(wire::Op::kAdd)).str(key).i64(delta);
     GW_ASSIGN_OR_RETURN(auto reply, call("add", frame.finish(), Nanos(0)));
-    wire::Reader r(reply);
-    auto st = static_cast<wire::Reply>(r.u8());
-    if (st == wire::Reply::kError) {
-      auto msg = r.str();
-      if (r.ok()) return Status(Code::kInvalidArgument, std::string(msg));
-    }
-    int64_t v = r.i64();
-    if (st != wire::Reply::kOk || !r.ok() || !r.at_end()) return bad_reply("add");
-    return v;
+    return replies_.add(reply);
   }
 
   Status wait(std::span<const std::string> keys, Nanos timeout) override {
@@ -224,20 +205,7 @@ class Client final : public Store {
     w.u8(op_byte(wire::Op::kWait)).i64(to_ms(timeout));
     GW_RETURN_IF_ERROR(put_keys(w, keys));
     GW_ASSIGN_OR_RETURN(auto reply, call("wait", w.finish(), timeout));
-    wire::Reader r(reply);
-    auto st = static_cast<wire::Reply>(r.u8());
-    if (st == wire::Reply::kOk && r.at_end()) return Status();
-    if (st == wire::Reply::kTimeout || st == wire::Reply::kLeft) {
-      uint32_t rank = st == wire::Reply::kLeft ? r.u32() : 0;
-      uint32_t n = r.u32();
-      std::vector<std::string> missing;
-      for (uint32_t i = 0; i < n && r.ok(); ++i) missing.emplace_back(r.str());
-      if (r.ok() && r.at_end()) {
-        return st == wire::Reply::kLeft ? rank_left(rank, missing)
-                                        : store::missing_keys_timeout(name_, missing, timeout);
-      }
-    }
-    return bad_reply("wait");
+    return replies_.wait(timeout, reply);
   }
 
   Result<bool> check(std::span<const std::string> keys) override {
@@ -245,11 +213,7 @@ class Client final : public Store {
     w.u8(op_byte(wire::Op::kCheck));
     GW_RETURN_IF_ERROR(put_keys(w, keys));
     GW_ASSIGN_OR_RETURN(auto reply, call("check", w.finish(), Nanos(0)));
-    wire::Reader r(reply);
-    auto st = static_cast<wire::Reply>(r.u8());
-    uint8_t all = r.u8();
-    if (st != wire::Reply::kOk || !r.ok() || !r.at_end()) return bad_reply("check");
-    return all != 0;
+    return replies_.check(reply);
   }
 
  private:
@@ -269,25 +233,6 @@ class Client final : public Store {
     return Status();
   }
 
-  Status expect_ok(const char* op, const std::string& reply) {
-    wire::Reader r(reply);
-    if (static_cast<wire::Reply>(r.u8()) == wire::Reply::kOk && r.ok() && r.at_end())
-      return Status();
-    return bad_reply(op);
-  }
-
-  // The server's LEFT answer: rank `rank`'s session closed without a goodbye.
-  Status rank_left(uint32_t rank, std::span<const std::string> missing) const {
-    if (rank > wire::kMaxRank) return bad_reply("wait");
-    std::string r = "rank " + std::to_string(rank);
-    return Status(Code::kRemoteError,
-                  name_ + ": " + r + " left the job (its store session closed without a " +
-                      "goodbye: killed or crashed?) while this rank waited for " +
-                      store::key_list(missing) + "; see " + r +
-                      "'s log and exit status, then restart the job")
-        .with_rank(static_cast<int>(rank));
-  }
-
   // A lost server, naming the rank that serves it where known.
   Status server_lost(std::string text, int err) const {
     if (who_.server_rank < 0) return Status(Code::kRemoteError, std::move(text), err);
@@ -296,11 +241,6 @@ class Client final : public Store {
                       std::to_string(who_.server_rank) + ", which exited or was killed",
                   err)
         .with_rank(who_.server_rank);
-  }
-
-  Status bad_reply(const char* op) const {
-    return Status(Code::kProtocolError, name_ + ": malformed reply to " + op +
-                                            " (is that port a gradwire store server?)");
   }
 
   // Sends one request and returns the reply payload. The reply may take `wait` (the server
@@ -349,9 +289,7 @@ class Client final : public Store {
     GW_RETURN_IF_ERROR(send_all(op, fd, frame, deadline));
     std::string header(wire::kHeader, '\0');
     GW_RETURN_IF_ERROR(recv_all(op, fd, header.data(), header.size(), deadline));
-    auto magic = wire::get_le(header.data(), 4);
-    auto len = wire::get_le(header.data() + 4, 4);
-    if (magic != wire::kMagic || len > wire::kMaxFrame) return bad_reply(op);
+    GW_ASSIGN_OR_RETURN(size_t len, replies_.header(op, header));
     std::string payload(len, '\0');
     GW_RETURN_IF_ERROR(recv_all(op, fd, payload.data(), len, deadline));
     return payload;
@@ -408,6 +346,7 @@ class Client final : public Store {
   std::string host_;
   uint16_t port_;
   std::string name_;
+  store::Replies replies_;  // reads what the server answers
   Nanos io_timeout_;
   auth::KeyPtr key_;
   StoreIdentity who_;

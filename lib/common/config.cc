@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -69,6 +70,36 @@ Status check_value(const ConfigKeyDef& def, std::string_view v, std::string_view
   return Status(Code::kInvalidArgument,
                 std::string(origin) + ": " + def.key + " = '" + std::string(v) + "' is not " +
                     names[static_cast<int>(def.type)] + " (" + def.help + ")");
+}
+
+// `v` (check_value accepted it) as TOML that loads back to the same setting: integers and
+// numbers in their plain form (set() takes "007" or "0x1p3", TOML does not), strings escaped.
+std::string toml_value(ConfigType type, const std::string& v) {
+  char buf[64];
+  if (type == ConfigType::kInt) {
+    int64_t x = 0;
+    std::from_chars(v.data(), v.data() + v.size(), x);
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+  }
+  if (type == ConfigType::kDouble) {  // shortest round trip; inf and nan are TOML's too
+    std::string d(buf, std::to_chars(buf, buf + sizeof buf, std::strtod(v.c_str(), nullptr)).ptr);
+    // All digits (2^63 is "9223372036854775808") would read as an integer, maybe too large.
+    return d.find_first_not_of("-0123456789") == std::string::npos ? d + ".0" : d;
+  }
+  if (type == ConfigType::kBool) return v;
+  std::string out = "\"";
+  for (unsigned char c : v) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + '"';
 }
 
 }  // namespace
@@ -304,11 +335,7 @@ std::string Config::dump() const {
       cur = sec;
     }
     const auto& def = schema().at(k);
-    os << k.substr(sec.size() + 1) << " = ";
-    if (def.type == ConfigType::kString)
-      os << '"' << e.value << '"';
-    else
-      os << e.value;
+    os << k.substr(sec.size() + 1) << " = " << toml_value(def.type, e.value);
     os << "  # " << e.origin << "; " << def.help << "\n";
   }
   return os.str();

@@ -38,6 +38,11 @@ put("fuzz_config", "small", "[tcp]\nstreams = 4\niface = \"lo\"\n[coll]\ncheck_a
 put("fuzz_config", "types", "[dpdk]\nrx_drop = 0.01\nmtu = 9000\n[log]\nlevel = \"off\"\n")
 put("fuzz_config", "unknown", "[tcp]\nstreems = 4\n")
 put("fuzz_config", "nested", "[tcp.x]\ny = 1\n")
+# dump() must write these so that they load again (found by fuzz_config: an integer given as a
+# string with leading zeroes; strings were never escaped, numbers strtod reads but TOML does not)
+put("fuzz_config", "leading_zeroes", '[tcp]\nstreams = "000000000000000008161366602732904857"')
+put("fuzz_config", "escapes", '[dpdk]\neal_args = "a\\"b\\\\c\\u0001"\nrx_drop = "0x1p-3"\n')
+put("fuzz_config", "float_2_63", '[dpdk]\nrx_drop = "0x1p63"\n')  # dumped as an integer once
 
 # specs: section byte, then device arguments (also opened as a spec)
 put("fuzz_spec", "tcp_args", b"\x00streams=2,family=inet")
@@ -94,19 +99,23 @@ put("fuzz_store_core", "wait_times_out", seg(2, frame(bytes([GET]) + s(b"x") + i
 put("fuzz_store_core", "keyed_refused", seg(16, frame(bytes([SET]) + s(b"k") + s(b"v"))))
 put("fuzz_store_core", "raw_auth", seg(8, b"GWA1" + bytes(36)))
 
-# store client: op byte (2 bits per request; bit 7 = set first), then the server's replies
+# store client: op byte (2 bits per request; bit 7 = set first), then the server's replies;
+# fuzz_store_client_core reads the same format without sockets
 OK, TIMEOUT, ERROR, LEFT = 0, 1, 2, 3
-put("fuzz_store_client", "get_ok", b"\x00" + frame(bytes([OK]) + s(b"value")))
-put("fuzz_store_client", "add_ok", b"\x01" + frame(bytes([OK]) + i64(42)))
-put("fuzz_store_client", "add_err", b"\x01" + frame(bytes([ERROR]) + s(b"not a counter")))
-put("fuzz_store_client", "wait_timeout", b"\x02" + frame(bytes([TIMEOUT]) + struct.pack("<I", 1) +
-                                                          s(b"rank/1/addr")))
-put("fuzz_store_client", "check_set", b"\x83" + frame(bytes([OK])) + frame(bytes([OK, 1])))
-# bit 6: a ranked client, whose HELLO is answered first; then a wait answered LEFT (rank 2)
-put("fuzz_store_client", "ranked_left", b"\x42" + frame(bytes([OK])) +
-    frame(bytes([LEFT]) + struct.pack("<II", 2, 2) + s(b"k") + s(b"rank/1/addr")))
-put("fuzz_store_client", "get_left", b"\x00" + frame(bytes([LEFT]) + struct.pack("<II", 1, 1) +
-                                                      s(b"k")))
+store_client = {
+    "get_ok": b"\x00" + frame(bytes([OK]) + s(b"value")),
+    "add_ok": b"\x01" + frame(bytes([OK]) + i64(42)),
+    "add_err": b"\x01" + frame(bytes([ERROR]) + s(b"not a counter")),
+    "wait_timeout": b"\x02" + frame(bytes([TIMEOUT]) + struct.pack("<I", 1) + s(b"rank/1/addr")),
+    "check_set": b"\x83" + frame(bytes([OK])) + frame(bytes([OK, 1])),
+    # bit 6: a ranked client, whose HELLO is answered first; then a wait answered LEFT (rank 2)
+    "ranked_left": b"\x42" + frame(bytes([OK])) +
+    frame(bytes([LEFT]) + struct.pack("<II", 2, 2) + s(b"k") + s(b"rank/1/addr")),
+    "get_left": b"\x00" + frame(bytes([LEFT]) + struct.pack("<II", 1, 1) + s(b"k")),
+}
+for target in ("fuzz_store_client", "fuzz_store_client_core"):
+    for name, data in store_client.items():
+        put(target, name, data)
 
 
 # tcp frames: mode, receives (u16 size, tag), then the peer's bytes
