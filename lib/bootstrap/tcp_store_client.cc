@@ -205,7 +205,7 @@ class Client final : public Store {
     w.u8(op_byte(wire::Op::kWait)).i64(to_ms(timeout));
     GW_RETURN_IF_ERROR(put_keys(w, keys));
     GW_ASSIGN_OR_RETURN(auto reply, call("wait", w.finish(), timeout));
-    return replies_.wait(timeout, reply);
+    return replies_.wait(keys.size(), timeout, reply);
   }
 
   Result<bool> check(std::span<const std::string> keys) override {

@@ -32,7 +32,7 @@ Result<std::string> Replies::get(std::string_view key, Nanos timeout,
     uint32_t rank = r.u32();
     uint32_t n = r.u32();
     r.str();
-    if (r.ok() && r.at_end() && n == 1) return rank_left(rank, {&k, 1});
+    if (r.ok() && r.at_end() && n == 1) return rank_left("get", rank, {&k, 1});
     return bad_reply("get");
   }
   auto value = r.str();
@@ -52,17 +52,20 @@ Result<int64_t> Replies::add(std::string_view reply) const {
   return v;
 }
 
-Status Replies::wait(Nanos timeout, std::string_view reply) const {
+Status Replies::wait(size_t asked, Nanos timeout, std::string_view reply) const {
   wire::Reader r(reply);
   auto st = static_cast<wire::Reply>(r.u8());
   if (st == wire::Reply::kOk && r.at_end()) return Status();
   if (st == wire::Reply::kTimeout || st == wire::Reply::kLeft) {
     uint32_t rank = st == wire::Reply::kLeft ? r.u32() : 0;
     uint32_t n = r.u32();
+    // No more missing keys than were asked for: a count of empty names in a large reply would
+    // otherwise make millions of strings.
+    if (n > asked) return bad_reply("wait");
     std::vector<std::string> missing;
     for (uint32_t i = 0; i < n && r.ok(); ++i) missing.emplace_back(r.str());
     if (r.ok() && r.at_end()) {
-      return st == wire::Reply::kLeft ? rank_left(rank, missing)
+      return st == wire::Reply::kLeft ? rank_left("wait", rank, missing)
                                       : missing_keys_timeout(name_, missing, timeout);
     }
   }
@@ -77,8 +80,9 @@ Result<bool> Replies::check(std::string_view reply) const {
   return all != 0;
 }
 
-Status Replies::rank_left(uint32_t rank, std::span<const std::string> missing) const {
-  if (rank > wire::kMaxRank) return bad_reply("wait");
+Status Replies::rank_left(const char* op, uint32_t rank,
+                          std::span<const std::string> missing) const {
+  if (rank > wire::kMaxRank) return bad_reply(op);
   std::string r = "rank " + std::to_string(rank);
   return Status(Code::kRemoteError,
                 name_ + ": " + r + " left the job (its store session closed without a " +

@@ -28,8 +28,9 @@ class Replies {
   Result<std::string> get(std::string_view key, Nanos timeout, std::string_view reply) const;
   /// ADD: the counter's value, or the server's InvalidArgument text.
   Result<int64_t> add(std::string_view reply) const;
-  /// WAIT with `timeout`: OK, or Timeout / the rank that left, naming the missing keys.
-  Status wait(Nanos timeout, std::string_view reply) const;
+  /// WAIT for `asked` keys with `timeout`: OK, or Timeout / the rank that left, naming the
+  /// missing keys (at most `asked`; more is a malformed reply).
+  Status wait(size_t asked, Nanos timeout, std::string_view reply) const;
   /// CHECK: whether all keys are present.
   Result<bool> check(std::string_view reply) const;
 
@@ -37,8 +38,8 @@ class Replies {
   Status bad_reply(const char* op) const;
 
  private:
-  // The server's LEFT answer: rank `rank`'s session closed without a goodbye.
-  Status rank_left(uint32_t rank, std::span<const std::string> missing) const;
+  // The server's LEFT answer to `op`: rank `rank`'s session closed without a goodbye.
+  Status rank_left(const char* op, uint32_t rank, std::span<const std::string> missing) const;
 
   std::string name_;
 };

@@ -66,7 +66,7 @@ bool one(int op, std::string_view reply) {
       s = kReplies.add(reply).status();
       break;
     case 2:
-      s = kReplies.wait(wait, reply);
+      s = kReplies.wait(4, wait, reply);  // as a client waiting for 4 keys
       break;
     case 3:
       s = kReplies.check(reply).status();

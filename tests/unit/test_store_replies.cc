@@ -64,9 +64,9 @@ TEST(StoreReplies, GetValueTimeoutOrLeft) {
       "get");
   expect_malformed(kReplies.get("k", Millis(5), payload(reply(Reply::kOk).str("v").u8(0))).status(),
                    "get");
-  // The client has always named a LEFT with a bad rank "wait", for a GET too: kept as it was.
+  // A LEFT with a rank past the limit is named as the GET's (it said "wait" before).
   auto big = reply(Reply::kLeft).u32(wire::kMaxRank + 1).u32(1).str("k");
-  expect_malformed(kReplies.get("k", Millis(5), payload(std::move(big))).status(), "wait");
+  expect_malformed(kReplies.get("k", Millis(5), payload(std::move(big))).status(), "get");
 }
 
 TEST(StoreReplies, GetStringLongerThanThePayloadIsMalformed) {
@@ -84,17 +84,22 @@ TEST(StoreReplies, AddValueOrServersError) {
 }
 
 TEST(StoreReplies, WaitOkTimeoutOrLeftNamingTheMissingKeys) {
-  EXPECT_TRUE(kReplies.wait(Millis(5), payload(reply(Reply::kOk))).ok());
-  auto t = kReplies.wait(Millis(5), payload(reply(Reply::kTimeout).u32(2).str("a").str("b")));
+  EXPECT_TRUE(kReplies.wait(2, Millis(5), payload(reply(Reply::kOk))).ok());
+  auto t = kReplies.wait(2, Millis(5), payload(reply(Reply::kTimeout).u32(2).str("a").str("b")));
   EXPECT_EQ(t.code(), Code::kTimeout);
   EXPECT_NE(t.message().find("still missing 2 keys: 'a', 'b'"), std::string::npos);
-  auto left = kReplies.wait(Millis(5), payload(reply(Reply::kLeft).u32(2).u32(1).str("a")));
+  auto left = kReplies.wait(2, Millis(5), payload(reply(Reply::kLeft).u32(2).u32(1).str("a")));
   EXPECT_EQ(left.code(), Code::kRemoteError);
   EXPECT_EQ(left.rank(), 2);
   EXPECT_NE(left.message().find("rank 2 left the job"), std::string::npos);
   // A count far past the keys sent stops at the end of the payload, without allocating it.
-  expect_malformed(kReplies.wait(Millis(5), payload(reply(Reply::kTimeout).u32(~0u))), "wait");
-  expect_malformed(kReplies.wait(Millis(5), payload(reply(Reply::kError))), "wait");
+  expect_malformed(kReplies.wait(2, Millis(5), payload(reply(Reply::kTimeout).u32(~0u))), "wait");
+  // More missing keys than were asked for, even well-formed ones (a million empty names would
+  // be a million strings), is malformed.
+  wire::Writer many = reply(Reply::kTimeout).u32(3);
+  for (int i = 0; i < 3; ++i) many.str("");
+  expect_malformed(kReplies.wait(2, Millis(5), payload(many)), "wait");
+  expect_malformed(kReplies.wait(2, Millis(5), payload(reply(Reply::kError))), "wait");
 }
 
 TEST(StoreReplies, CheckAllPresentOrNot) {
