@@ -35,7 +35,7 @@ void RdmaEndpoint::maybe_advertise(int i) {
     const PostedRecv& q = recvs_[j];
     if ((q.req.tag == r.tag || q.req.tag == kAnyTag) && q.adv == kNoSlot) return;
   }
-  if (t_->any_may_take(r.tag)) return;  // an any-source receive posted earlier comes first
+  if (t_->core().find_any(r.tag) >= 0) return;  // an any-source receive posted earlier comes first
   RegCache::Entry* e = region_entry(r.mr);
   if (e) {
     ++e->refs;

@@ -273,12 +273,12 @@ bool RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
       break;
     }
   }
-  int any = bound_ ? t_->find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
+  int any = bound_ ? t_->core().find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
   if (any < 0 && mine < 0) return unexpected(h, payload);
   ++matched_;
   if (any >= 0) {
     ++outstanding_;  // the any-source reservation completes through this endpoint
-    deliver(t_->take_any(any), type, h.tag, h.len, payload, h.id);
+    deliver(t_->core().take_any(any), type, h.tag, h.len, payload, h.id);
   } else {
     RecvRequest r = recvs_[mine].req;
     unadvertise(mine);  // taken the usual way
@@ -301,7 +301,7 @@ bool RdmaEndpoint::unexpected(const MsgHdr& h, const uint8_t* payload) {
   u.tag = h.tag;
   u.len = h.len;
   u.send_id = h.id;
-  u.arrival = t_->next_arrival();
+  u.arrival = t_->core().next_arrival();
   if (type == MsgType::kEager && h.len > 0) std::memcpy(u.data.p.get(), payload, h.len);
   if (type == MsgType::kRts) pull(u);
   unexp_.push_back(std::move(u));
@@ -309,7 +309,7 @@ bool RdmaEndpoint::unexpected(const MsgHdr& h, const uint8_t* payload) {
 }
 
 bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len) {
-  if ((bound_ && t_->any_posted()) || !held_.empty()) return false;
+  if ((bound_ && t_->core().any_posted()) || !held_.empty()) return false;
   int i = recvs_.head();
   while (i >= 0 && recvs_[i].req.tag != tag && recvs_[i].req.tag != kAnyTag) i = recvs_.next(i);
   if (i < 0) return false;

@@ -342,7 +342,7 @@ Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
       took = true;
       continue;
     }
-    const int i = recvs_.push_back(PostedRecv{r, t_->next_post_seq()});
+    const int i = recvs_.push_back(PostedRecv{r, t_->core().next_post_seq()});
     if (r.len > eager_limit_) maybe_advertise(i);
   }
   // Messages left in their receive buffers may match these now.

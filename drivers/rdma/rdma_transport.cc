@@ -115,7 +115,7 @@ Status RdmaTransport::init(const Config& cfg) {
   regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, rce);
   // Pulls register their bounce buffers through the cache (rdma_unexpected.cc): a buffer the
   // store keeps is registered once; one it frees must leave the cache first.
-  store_.set_free_hook(
+  store().set_free_hook(
       [](void* rc, const uint8_t* p, size_t n) { static_cast<RegCache*>(rc)->invalidate(p, n); },
       regcache_.get());
 
@@ -178,9 +178,7 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;
-  sink_.init(opts_.cq_depth);
-  store_.init(opts_.unexpected_bytes);
-  any_.init(opts_.max_outstanding);
+  core_.init("rdma", log_, opts_.cq_depth, opts_.max_outstanding, opts_.unexpected_bytes);
   stash_.resize(kPollBatch);
   log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}", dev_.name,
              dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why, mtu_bytes(dev_.mtu),
@@ -287,8 +285,9 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   const int k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc);
   if (k < 0) return Status(Code::kSystemError, "rdma: ibv_poll_cq on " + dev_.name, -k);
   // Older completions first; if they all fit, this pass's go straight into `out`.
-  size_t m = sink_.drain(out);
-  sink_.open_direct(out, m);
+  core::CompletionSink& sink = core_.sink();
+  size_t m = sink.drain(out);
+  sink.open_direct(out, m);
   int n = 0;
   if (stash_n_ > 0) {
     for (size_t i = 0; i < stash_n_; ++i) handle_wc(stash_[i]);
@@ -304,15 +303,13 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
-  if (abort_.take()) [[unlikely]]
+  if (core_.take_abort()) [[unlikely]]
     abort_now();
-  return sink_.close_direct(m);
+  return sink.close_direct(m);
 }
 
 Status RdmaTransport::abort(std::string_view reason) {
-  if (abort_.request(Status(Code::kAborted, "rdma: transport aborted: " +
-                                                (reason.empty() ? std::string("no reason given")
-                                                                : std::string(reason))))) {
+  if (core_.request_abort(reason)) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
   }
@@ -320,15 +317,10 @@ Status RdmaTransport::abort(std::string_view reason) {
 }
 
 void RdmaTransport::abort_now() {
-  const Status st = abort_.status();
+  const Status st = core_.abort_status();
   for (size_t i = 0; i < eps_.size(); ++i)  // a failure may not remove an endpoint
     if (eps_[i]) eps_[i]->fail(st);
-  while (any_.head() >= 0) {
-    const int i = any_.head();
-    const RecvRequest r = any_[i].req;
-    any_.erase(i);
-    sink_.push(Completion{r.wr_id, r.tag, 0, nullptr, 0, Op::kRecv, st.code()});
-  }
+  core_.fail_any(st.code());
 }
 
 int RdmaTransport::arm() {
@@ -350,66 +342,30 @@ int RdmaTransport::arm() {
 void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
   if (ep->id() < eps_.size()) eps_[ep->id()] = nullptr;
   cq_used_ -= ep->cq_entries();
-  sink_.purge(ep);
-}
-
-int RdmaTransport::find_any(uint64_t tag, uint64_t before) const {
-  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
-    const AnyRecv& a = const_cast<SlotList<AnyRecv>&>(any_)[i];
-    if (a.post_seq > before) return -1;
-    if (a.req.tag == kAnyTag || a.req.tag == tag) return i;
-  }
-  return -1;
-}
-
-bool RdmaTransport::any_may_take(uint64_t tag) const {
-  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
-    const AnyRecv& a = const_cast<SlotList<AnyRecv>&>(any_)[i];
-    if (a.req.tag == kAnyTag || a.req.tag == tag) return true;
-  }
-  return false;
-}
-
-RecvRequest RdmaTransport::take_any(int i) {
-  RecvRequest r = any_[i].req;
-  any_.erase(i);
-  return r;
+  sink().purge(ep);
 }
 
 Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  static const std::string kAny = "any peer";
-  if (abort_.requested()) [[unlikely]]
-    return abort_.status();
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    if (Status st = core::check_recv("rdma", kAny, r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    if (!sink_.reserve()) break;  // its completion first: none is ever dropped
+  // The oldest buffered message it matches, across endpoints (bound ones: a failed endpoint
+  // may hold messages from before).
+  auto take = [this](const RecvRequest& r) {
     RdmaEndpoint* best = nullptr;
     int best_u = -1;
     for (RdmaEndpoint* ep : eps_) {
-      if (!ep || !ep->bound_) continue;  // a failed one may hold messages from before
-      int u = ep->find_unexpected(r.tag);
+      if (!ep || !ep->bound_) continue;
+      const int u = ep->find_unexpected(r.tag);
       if (u >= 0 && (!best || ep->arrival_of(u) < best->arrival_of(best_u))) {
         best = ep;
         best_u = u;
       }
     }
-    if (best) {
-      ++best->outstanding_;  // the reservation completes through that endpoint
-      best->take_unexpected(best_u, r);
-      best->flush();
-      continue;
-    }
-    if (any_.full()) {
-      sink_.unreserve(1);
-      break;
-    }
-    any_.push_back(AnyRecv{r, next_post_seq()});
-  }
+    if (!best) return false;
+    ++best->outstanding_;  // the reservation completes through that endpoint
+    best->take_unexpected(best_u, r);
+    best->flush();
+    return true;
+  };
+  auto n = core_.post_recv_any(reqs, take);
   // Messages left in their receive buffers (back-pressure) may match these now.
   for (RdmaEndpoint* ep : eps_)
     if (ep && ep->bound_ && ep->held()) ep->retry_held();
@@ -443,7 +399,7 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"zero_copy_sends", c.zero_copy_sends},
           {"inline_sends", c.inline_sends},
           {"unexpected_msgs", c.unexpected_msgs},
-          {"unexpected_bytes_now", store_.used()},
+          {"unexpected_bytes_now", core_.store().used()},
           {"truncated_recvs", c.truncated_recvs},
           {"protocol_errors", c.protocol_errors},
           {"rejected_conns", listener_.rejected()},

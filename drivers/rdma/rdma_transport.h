@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gw_config.h"
-#include "gw_core_sink.h"
+#include "gw_core.h"
 #include "gw_device.h"
 #include "gw_listener.h"
 #include "gw_slots.h"
@@ -76,8 +76,8 @@ class RdmaTransport final : public Transport {
   /// Any thread: the abort latch, then wake_fd_ wakes a progress asleep in epoll.
   Status abort(std::string_view reason) override;
   /// Transport::abort was requested (one acquire load): posts are refused with abort_status().
-  bool aborted() const { return abort_.requested(); }
-  const Status& abort_status() const { return abort_.status(); }
+  bool aborted() const { return core_.abort_requested(); }
+  const Status& abort_status() const { return core_.abort_status(); }
 
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
@@ -95,21 +95,15 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
   RegCache& regcache() { return *regcache_; }
-  /// The transport core's completion sink: a request is accepted only after its completion
-  /// is reserved (rdma.cq_depth), so none is ever dropped.
-  core::CompletionSink& sink() { return sink_; }
+  /// The transport core: its completion sink (a request is accepted only after its
+  /// completion is reserved, rdma.cq_depth, so none is ever dropped), the any-source receives,
+  /// the abort latch.
+  core::TransportCore& core() { return core_; }
+  core::CompletionSink& sink() { return core_.sink(); }
   /// Unexpected eager messages and unexpected rendezvous pulls, within rdma.unexpected_bytes.
-  core::UnexpectedStore& store() { return store_; }
-  uint64_t next_post_seq() { return post_seq_++; }
-  uint64_t next_arrival() { return arrivals_++; }
+  core::UnexpectedStore& store() { return core_.store(); }
   void endpoint_gone(RdmaEndpoint* ep);
   void watch_ctrl(RdmaEndpoint* ep, int fd);
-  /// Earliest any-source receive matching `tag` posted before `before`; -1 if none.
-  int find_any(uint64_t tag, uint64_t before) const;
-  RecvRequest take_any(int i);
-  bool any_posted() const { return any_.size() > 0; }
-  /// An any-source receive is posted that a message with `tag` would match.
-  bool any_may_take(uint64_t tag) const;
   /// Whether `buf` (in `mr`, if any) is CUDA memory that must be staged: only on the staging
   /// path, where `mr`'s kind says so, or for an unregistered pointer the device table's.
   bool staged(const void* buf, const MemoryRegion* mr) const {
@@ -119,10 +113,6 @@ class RdmaTransport final : public Transport {
   }
   DeviceOps* stage_ops() const { return stage_ops_; }
 
-  struct AnyRecv {
-    RecvRequest req;
-    uint64_t post_seq;
-  };
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
     uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
@@ -180,11 +170,7 @@ class RdmaTransport final : public Transport {
   size_t stash_n_ = 0;
   std::vector<RdmaEndpoint*> eps_;                            // by endpoint id; null once gone
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
-  core::CompletionSink sink_;
-  core::UnexpectedStore store_;
-  SlotList<AnyRecv> any_;
-  core::AbortLatch abort_;
-  uint64_t post_seq_ = 0, arrivals_ = 0;
+  core::TransportCore core_;
   GpuPath gpu_;                     // how CUDA device memory is registered
   DeviceOps* stage_ops_ = nullptr;  // set on the staging path: copies device memory
   friend class RdmaCq;

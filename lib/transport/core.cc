@@ -134,25 +134,21 @@ void TransportCore::fail_any(Code code) {
 }
 
 Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs) {
-  static const std::string kAny = "any peer";
-  if (abort_.requested()) [[unlikely]]
-    return abort_.status();
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    if (Status st = check_recv(driver_, kAny, r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    if (!sink_.reserve()) break;
-    if (take_unexpected_any(r)) continue;
-    if (any_.full()) {
-      sink_.unreserve(1);
-      break;
-    }
-    any_.push_back(Posted{r, next_post_seq()});
+  return post_recv_any(reqs, [this](const RecvRequest& r) { return take_unexpected_any(r); });
+}
+
+int TransportCore::find_any(uint64_t tag, uint64_t before) const {
+  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
+    if (any_[i].post_seq > before) return -1;
+    if (any_[i].req.tag == kAnyTag || any_[i].req.tag == tag) return i;
   }
-  return n;
+  return -1;
+}
+
+RecvRequest TransportCore::take_any(int i) {
+  const RecvRequest r = any_[i].req;
+  any_.erase(i);
+  return r;
 }
 
 bool TransportCore::take_unexpected_any(const RecvRequest& r) {

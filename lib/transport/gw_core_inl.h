@@ -133,4 +133,27 @@ inline Status check_recv(const char* driver, const std::string& peer, const Recv
   return Status();
 }
 
+template <class Take>
+Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs, Take take) {
+  static const std::string kAny = "any peer";
+  if (abort_.requested()) [[unlikely]]
+    return abort_.status();
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (Status st = check_recv(driver_, kAny, r); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if (!sink_.reserve()) break;  // its completion first: none is ever dropped
+    if (take(r)) continue;
+    if (any_.full()) {
+      sink_.unreserve(1);
+      break;
+    }
+    any_.push_back(Posted{r, next_post_seq()});
+  }
+  return n;
+}
+
 }  // namespace gw::core
