@@ -273,7 +273,8 @@ bool RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
       break;
     }
   }
-  int any = bound_ ? t_->core().find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
+  int any =
+      bound_ ? t_->core().find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
   if (any < 0 && mine < 0) return unexpected(h, payload);
   ++matched_;
   if (any >= 0) {
