@@ -26,14 +26,15 @@ void RdmaEndpoint::init_adverts() {
 }
 
 void RdmaEndpoint::maybe_advertise(int i) {
-  const RecvRequest& r = recvs_[i].req;
+  auto& recvs = core_.recvs();
+  const RecvRequest& r = recvs[i].req;
   if (!t_->opts().advertise || r.tag == kAnyTag || r.len <= eager_limit_ ||
       adverts_out_ >= t_->opts().max_outstanding || free_rndv_.empty() || txq_.full())
     return;
   if (t_->staged(r.buf, r.mr)) return;  // not registered: its windows are asked for instead
-  for (int j = recvs_.head(); j >= 0 && j != i; j = recvs_.next(j)) {
-    const PostedRecv& q = recvs_[j];
-    if ((q.req.tag == r.tag || q.req.tag == kAnyTag) && q.adv == kNoSlot) return;
+  for (int j = recvs.head(); j >= 0 && j != i; j = recvs.next(j)) {
+    const core::Posted& q = recvs[j];
+    if ((q.req.tag == r.tag || q.req.tag == kAnyTag) && q.cookie == core::kNoCookie) return;
   }
   if (t_->core().find_any(r.tag) >= 0) return;  // an any-source receive posted earlier comes first
   RegCache::Entry* e = region_entry(r.mr);
@@ -54,9 +55,9 @@ void RdmaEndpoint::maybe_advertise(int i) {
   rv.reg = e;
   rv.stripes_left = stripes_for(r.len);
   rv.used = true;
-  rv.has_req = false;  // until a write claims it (the receive itself stays in recvs_)
+  rv.has_req = false;  // until a write claims it (the receive stays posted in the core)
   rv.adv_recv = i;
-  recvs_[i].adv = s;
+  recvs[i].cookie = s;
   ++adverts_out_;
   TxItem it;
   it.type = MsgType::kAdv;
@@ -71,20 +72,17 @@ void RdmaEndpoint::maybe_advertise(int i) {
   ++t_->counters_.adverts_sent;
 }
 
-void RdmaEndpoint::unadvertise(int i) {
-  const uint32_t s = recvs_[i].adv;
-  if (s == kNoSlot) return;
+void RdmaEndpoint::unadvertise(uint32_t s) {
   RndvRecv& rv = rndv_[s];
   if (rv.reg) t_->regcache().release(rv.reg);
   rv = RndvRecv{};
   free_rndv_.push_back(s);
-  recvs_[i].adv = kNoSlot;
   --adverts_out_;
 }
 
 bool RdmaEndpoint::claim_by_write(uint32_t s) {
   RndvRecv& rv = rndv_[s];
-  recvs_.erase(rv.adv_recv);
+  core_.claim_posted(rv.adv_recv);  // rv.req is the receive: completed when the data is in
   rv.adv_recv = -1;
   rv.has_req = true;
   --adverts_out_;

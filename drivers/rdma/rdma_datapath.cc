@@ -95,7 +95,7 @@ bool RdmaEndpoint::on_write_imm(uint32_t imm) {
   }
   RndvRecv& rv = rndv_[r];
   if (rv.adv_recv >= 0) {  // the first stripe of a write into an advertised receive
-    if (recvs_[rv.adv_recv].adv != r) {
+    if (core_.recvs()[rv.adv_recv].cookie != r) {
       fail(protocol_error("RDMA WRITE into advertised slot " + std::to_string(r) +
                           ", which a message already took"));
       return false;
@@ -103,7 +103,7 @@ bool RdmaEndpoint::on_write_imm(uint32_t imm) {
     claim_by_write(r);
   }
   if (--rv.stripes_left > 0) return true;
-  if (rv.bounce.p) {
+  if (rv.msg >= 0) {
     landed(r);
     return true;
   }
@@ -148,7 +148,7 @@ void RdmaEndpoint::on_recv(const ibv_wc& wc, uint32_t slot) {
       h.type = static_cast<uint8_t>(MsgType::kEager);
       h.tag = tag;
       h.len = wc.byte_len;
-      if (!on_message(h, buf)) return hold(h, slot, 0);
+      return hold(h, slot, 0);
     }
   }
   if (!failed()) repost(slot);
@@ -265,80 +265,68 @@ bool RdmaEndpoint::on_message(const MsgHdr& h, const uint8_t* payload) {
     return true;
   }
   if (!held_.empty() && !retrying_) return false;  // behind a held message: keep the order
-  // A new message (eager or rendezvous request): match it in posting order.
-  int mine = -1;
-  for (int i = recvs_.head(); i >= 0; i = recvs_.next(i)) {
-    if (recvs_[i].req.tag == kAnyTag || recvs_[i].req.tag == h.tag) {
-      mine = i;
-      break;
-    }
-  }
-  int any =
-      bound_ ? t_->core().find_any(h.tag, mine >= 0 ? recvs_[mine].post_seq : UINT64_MAX) : -1;
-  if (any < 0 && mine < 0) return unexpected(h, payload);
+  // A new message (eager or rendezvous request): the core matches it in posting order.
+  const int m = core_.begin(0, h.tag, h.len, type == MsgType::kRts);
+  if (m < 0) return false;  // no room to buffer it: it waits in its receive buffer
   ++matched_;
-  if (any >= 0) {
-    ++outstanding_;  // the any-source reservation completes through this endpoint
-    deliver(t_->core().take_any(any), type, h.tag, h.len, payload, h.id);
-  } else {
-    RecvRequest r = recvs_[mine].req;
-    unadvertise(mine);  // taken the usual way
-    recvs_.erase(mine);
-    deliver(r, type, h.tag, h.len, payload, h.id);
-  }
-  return true;
-}
-
-bool RdmaEndpoint::unexpected(const MsgHdr& h, const uint8_t* payload) {
-  const auto type = static_cast<MsgType>(h.type);
-  if (unexp_.full()) return false;  // as beyond the budget: it waits in its receive buffer
-  Unexpected u;
-  // Beyond rdma.unexpected_bytes an eager message waits in its receive buffer: the peer's
-  // credits run down (back-pressure); a healthy peer is never failed for sending early.
-  if (type == MsgType::kEager && !t_->store().take(h.len, &u.data)) return false;
-  ++matched_;
-  ++t_->counters_.unexpected_msgs;
-  u.type = type;
-  u.tag = h.tag;
-  u.len = h.len;
-  u.send_id = h.id;
-  u.arrival = t_->core().next_arrival();
-  if (type == MsgType::kEager && h.len > 0) std::memcpy(u.data.p.get(), payload, h.len);
-  if (type == MsgType::kRts) pull(u);
-  unexp_.push_back(std::move(u));
+  arrived(m, type, payload, h.id);
   return true;
 }
 
 bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len) {
-  if ((bound_ && t_->core().any_posted()) || !held_.empty()) return false;
-  int i = recvs_.head();
-  while (i >= 0 && recvs_[i].req.tag != tag && recvs_[i].req.tag != kAnyTag) i = recvs_.next(i);
-  if (i < 0) return false;
-  const PostedRecv& p = recvs_[i];
-  const RecvRequest& r = p.req;
-  if ((r.tag != tag && r.tag != kAnyTag) || p.adv != kNoSlot || len > r.len ||
-      (r.mr && r.mr->kind() == MemKind::kCudaDevice) || t_->staged(r.buf, r.mr))
-    return false;
+  if (!held_.empty()) return false;
+  const int m = core_.begin(0, tag, len);
+  if (m < 0) return false;
   ++matched_;
-  if (len) std::memcpy(r.buf, payload, len);
+  core::InMsg& im = core_.msg(m);
+  const RecvRequest& r = im.req;
+  if (im.dest != core::Dest::kUser || im.cookie != core::kNoCookie ||
+      (r.mr && r.mr->kind() == MemKind::kCudaDevice) || t_->staged(r.buf, r.mr)) {
+    arrived(m, MsgType::kEager, payload, 0);
+    return true;
+  }
+  if (len) std::memcpy(im.base, payload, len);
   ++t_->counters_.msgs_received;
   t_->counters_.bytes_received += len;
-  complete(r.wr_id, tag, len, Op::kRecv, Code::kOk);
-  recvs_.erase(i);
+  core_.finish(m);
   return true;
+}
+
+void RdmaEndpoint::arrived(int m, MsgType type, const uint8_t* payload, uint32_t send_id) {
+  core::InMsg& im = core_.msg(m);
+  if (im.dest == core::Dest::kUnexpected) {
+    ++t_->counters_.unexpected_msgs;
+    if (type == MsgType::kEager) {  // whole: it waits for its receive
+      if (im.len) std::memcpy(im.base, payload, im.len);
+      core_.finish(m);
+      return;
+    }
+    im.drv[0] = send_id;
+    im.drv[1] = kNoSlot;
+    pull(m);
+    return;
+  }
+  if (im.cookie != core::kNoCookie) unadvertise(im.cookie);  // taken the usual way
+  if (im.dest == core::Dest::kDrain) {  // too small: the core completed its receive
+    ++t_->counters_.truncated_recvs;
+    core_.release(m);
+    if (type == MsgType::kRts) {  // the sender's request completes: delivered, not taken
+      reject_rts(send_id);
+    }
+    return;
+  }
+  const RecvRequest r = im.req;
+  const uint64_t tag = im.tag, len = im.len;
+  core_.release(m);
+  deliver(r, type, tag, len, payload, send_id);
 }
 
 void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                            const uint8_t* payload, uint32_t send_id) {
   TxItem it;
   it.id = send_id;
-  if (len > r.len) {
-    ++t_->counters_.truncated_recvs;
-    complete(r.wr_id, tag, len, Op::kRecv, Code::kInvalidArgument);
-    if (type == MsgType::kEager) return;
-    it.type = MsgType::kReject;
-  } else if (type == MsgType::kEager && len > 0 &&
-             (t_->staged(r.buf, r.mr) || (r.mr && r.mr->kind() == MemKind::kCudaDevice))) {
+  if (type == MsgType::kEager && len > 0 &&
+      (t_->staged(r.buf, r.mr) || (r.mr && r.mr->kind() == MemKind::kCudaDevice))) {
     // The CPU cannot store to device memory: a synchronous copy (small messages only: larger
     // ones come by rendezvous, or were pulled unexpectedly within rdma.unexpected_bytes).
     Status st = t_->stage_ops() ? copy_to_device(r.buf, payload, len)
@@ -406,12 +394,20 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
   txq_.push(it);
 }
 
+void RdmaEndpoint::reject_rts(uint32_t send_id) {
+  if (txq_.full())
+    return fail(Status(Code::kInternal, "rdma: send queue of " + peer_name_ + " overflowed"));
+  TxItem it;
+  it.type = MsgType::kReject;
+  it.id = send_id;
+  txq_.push(it);
+}
+
 void RdmaEndpoint::fail(const Status& st, bool orderly) {
-  if (failed()) return;
-  error_ = st;
-  bool pending = recvs_.size() > 0;
+  bool pending = false;
   for (const SendSlot& s : sends_) pending |= s.used;
-  for (const RndvRecv& rv : rndv_) pending |= rv.used && rv.has_req && !rv.discard;
+  for (const RndvRecv& rv : rndv_) pending |= rv.used && rv.has_req;
+  if (!core_.set_error(st, orderly, pending)) return;
   for (Lane& lane : lanes_) {  // first: nothing may land in buffers released below
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -419,47 +415,26 @@ void RdmaEndpoint::fail(const Status& st, bool orderly) {
   }
   reset_staging();
   ++t_->counters_.endpoint_errors;
-  core::log_failure(*t_->log_, st, orderly, pending);
   const Code code = st.code();
   for (uint32_t i = 0; i < sends_.size(); ++i)
     if (sends_[i].used) finish_send(i, code);
-  while (recvs_.head() >= 0) {
-    int ri = recvs_.head();
-    complete(recvs_[ri].req.wr_id, recvs_[ri].req.tag, 0, Op::kRecv, code);
-    recvs_.erase(ri);
-  }
   for (uint32_t i = 0; i < rndv_.size(); ++i) {
     RndvRecv& rv = rndv_[i];
     if (!rv.used) continue;
-    if (rv.has_req && !rv.discard) complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
-    if (rv.reg) t_->regcache().release(rv.reg);
-    if (rv.bounce.p) t_->store().give(std::move(rv.bounce), rv.len);
+    if (rv.has_req) complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
+    if (rv.reg) t_->regcache().release(rv.reg);  // before the core frees a pull's buffer
     rv = RndvRecv{};
   }
   // Kept: whole eager messages (pulled ones that landed became such), and those held in
   // receive buffers (rx_mem_ lives as long as the endpoint). The rest never will be.
-  auto gone = [&](const Unexpected& u) {
-    return !orderly || u.type != MsgType::kEager || u.rndv != kNoSlot;
-  };
-  for (int i = unexp_.head(); i >= 0;) {
-    const int next = unexp_.next(i);
-    Unexpected& u = unexp_[i];
-    if (gone(u)) {
-      if (u.type == MsgType::kEager) t_->store().give(std::move(u.data), u.len);
-      u = Unexpected{};
-      unexp_.erase(i);
-    }
-    i = next;
-  }
+  core_.fail_receives(code, [&](int m) {
+    const core::InMsg& im = core_.msg(m);
+    return orderly && im.dest == core::Dest::kUnexpected && im.complete && !im.claimed;
+  });
   if (!orderly) held_.clear();
   txq_.clear();
   ctrl_ = Fd();  // closing it leaves the epoll set
-  report_error();
-}
-
-void RdmaEndpoint::report_error() {
-  t_->sink().push(Completion{0, 0, 0, this, peer_id_, Op::kEndpointError, error_.code()});
-  event_reserved_ = false;
+  core_.report_error();
 }
 
 }  // namespace gw::drv::rdma

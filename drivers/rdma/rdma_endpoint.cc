@@ -52,16 +52,8 @@ RdmaEndpoint::~RdmaEndpoint() {
   lanes_.clear();  // the queue pairs go before the memory they point at is deregistered
   for (auto& s : sends_)
     if (s.used && s.reg) t_->regcache().release(s.reg);
-  for (auto& r : rndv_) {
+  for (auto& r : rndv_)  // before the core frees the pulls' buffers (core_'s destructor)
     if (r.used && r.reg) t_->regcache().release(r.reg);
-    if (r.used && r.bounce.p) t_->store().give(std::move(r.bounce), r.len);
-  }
-  for (int i = unexp_.head(); i >= 0; i = unexp_.next(i))
-    if (unexp_[i].type == MsgType::kEager)
-      t_->store().give(std::move(unexp_[i].data), unexp_[i].len);
-  // Requests still pending get no completion: the caller destroyed the endpoint.
-  t_->sink().unreserve(outstanding_);
-  if (event_reserved_) t_->sink().release_event();
   if (busy_) --t_->staging_busy_;
   if (in_.pool) {  // copies may still read or write pinned buffers freed below
     (void)out_.pool->drain();
@@ -140,13 +132,14 @@ Status RdmaEndpoint::create() {
   for (uint32_t i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
   rndv_.resize(rndv_slots);
   for (uint32_t i = rndv_slots; i-- > 0;) free_rndv_.push_back(i);
-  recvs_.init(o.max_outstanding);
   held_.init(o.recv_depth);
   // Buffered messages: every eager one lane 0's buffers can take, and the peer's rendezvous
-  // requests (its outstanding sends), twice over for slack; beyond, back-pressure.
-  unexp_.init(2 * (size_t{o.recv_depth} + o.max_outstanding));
-  t_->sink().reserve_event();  // the endpoint-error event can always be reported
-  event_reserved_ = true;
+  // requests (its outstanding sends), twice over for slack; beyond, back-pressure. Message
+  // slots: those, the pulls a receive claimed (one per rendezvous slot) and the one being
+  // matched. Any-source receives take its messages once the caller has it (bind()).
+  const size_t buffered = 2 * (size_t{o.recv_depth} + o.max_outstanding);
+  core_.init(&t_->core(), this, o.max_outstanding, buffered + rndv_slots + 1, this, buffered);
+  core_.set_any_source(false);
   txq_.init(6 * size_t{o.max_outstanding} + 16);
   init_posting();
   init_adverts();
@@ -155,8 +148,7 @@ Status RdmaEndpoint::create() {
   advertised_ = posted_;  // the Hello tells the peer recv_depth
   for (uint32_t l = 1; l < lanes_.size(); ++l)
     for (uint32_t i = 0; i < rndv_slots; ++i) repost_lane(l);
-  if (failed()) return error_;
-  return Status();
+  return core_.error();
 }
 
 Hello RdmaEndpoint::local_hello(uint64_t key) const {
@@ -240,25 +232,21 @@ void RdmaEndpoint::bind(const ConnectParams& p, Fd ctrl) {
   peer_id_ = p.peer_id;
   peer_name_ = p.peer_name.empty() ? "peer " + std::to_string(p.peer_id) : p.peer_name;
   bound_ = true;
+  core_.set_any_source(true);
   if (ctrl) ctrl_ = std::move(ctrl);
   if (ctrl_) t_->watch_ctrl(this, ctrl_.get());
 }
 
 Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
-  if (failed()) return error_;
-  if (t_->aborted()) [[unlikely]]
-    return t_->abort_status();
+  if (const Status& no = core_.refusal(); !no.ok()) [[unlikely]]
+    return no;
   size_t n = 0;
   const uint64_t max_msg = t_->properties().max_message_size;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
-    if (!t_->sink().reserve()) break;  // its completion first (rdma.cq_depth)
-    ++outstanding_;
+    if (!core_.reserve()) break;  // its completion first (rdma.cq_depth)
     if (send_now(r)) continue;
-    auto unreserve = [&] {
-      t_->sink().unreserve(1);
-      --outstanding_;
-    };
+    auto unreserve = [&] { core_.unreserve(); };
     Status st = core::check_send("rdma", peer_name_, r, max_msg);
     if (!st.ok()) {
       unreserve();
@@ -319,36 +307,18 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
 }
 
 Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
-  if (t_->aborted()) [[unlikely]]
-    return t_->abort_status();
-  size_t n = 0;
-  bool took = false;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    // A peer that left cleanly left messages behind: they can still be received.
-    if (failed() && find_unexpected(r.tag) < 0 && !held_tag(r.tag)) {
-      if (n == 0) return error_;
-      break;
-    }
-    if (Status st = core::check_recv("rdma", peer_name_, r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    const int u = unexp_.size() == 0 ? -1 : find_unexpected(r.tag);
-    if ((u < 0 && recvs_.full()) || !t_->sink().reserve()) break;
-    ++outstanding_;
-    if (u >= 0) {
-      take_unexpected(u, r);
-      took = true;
-      continue;
-    }
-    const int i = recvs_.push_back(PostedRecv{r, t_->core().next_post_seq()});
-    if (r.len > eager_limit_) maybe_advertise(i);
-  }
+  auto check = [&](const RecvRequest& r) { return core::check_recv("rdma", peer_name_, r); };
+  auto posted = [&](int i) {
+    if (core_.recvs()[i].req.len > eager_limit_) maybe_advertise(i);
+  };
+  // A peer that left cleanly may have left messages in their receive buffers (held).
+  auto waiting = [&](uint64_t tag) { return held_tag(tag); };
+  auto n = core_.post_recv(reqs, check, posted, waiting);
   // Messages left in their receive buffers may match these now.
   if (!held_.empty()) retry_held();
-  // Advertisements wait for the next send or progress pass: one chained post, not two.
-  if (took) flush();
+  // Answers to buffered rendezvous requests go now; advertisements wait for the next send or
+  // progress pass (one chained post, not two).
+  if (take_took()) flush();
   return n;
 }
 

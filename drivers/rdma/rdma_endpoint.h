@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gw_core.h"
@@ -34,14 +35,14 @@ Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKin
 /// The cache entry behind a region made by make_region; null for none (or length 0).
 RegCache::Entry* region_entry(const MemoryRegion* mr);
 
-class RdmaEndpoint final : public Endpoint {
+class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
  public:
   RdmaEndpoint(RdmaTransport* t, uint32_t id);
   ~RdmaEndpoint() override;
 
   Result<size_t> post_send(std::span<const SendRequest> reqs) override;
   Result<size_t> post_recv(std::span<const RecvRequest> reqs) override;
-  Status status() const override { return error_; }
+  Status status() const override { return core_.error(); }
 
   // --- set-up (rdma_endpoint.cc) ---
   /// QP in INIT, buffers registered, receives posted. @return ResourceExhausted/SystemError.
@@ -78,18 +79,14 @@ class RdmaEndpoint final : public Endpoint {
   /// the peer's credits run down). retry_held() matches them once receives are posted.
   bool held() const { return !held_.empty(); }
   void retry_held();
-  bool failed() const { return !error_.ok(); }
-  /// Earliest unexpected message matching `tag`: index into unexp_, or -1.
-  int find_unexpected(uint64_t tag) const;
-  uint64_t arrival_of(int u) const { return unexp_[u].arrival; }
-  void take_unexpected(int u, const RecvRequest& r);
+  bool failed() const { return core_.failed(); }
+  /// A post took a buffered message since the last call (flush: its answer goes out now).
+  bool take_took() { return std::exchange(took_, false); }
 
  private:
   using SendSlot = ep_state::SendSlot;
-  using PostedRecv = ep_state::PostedRecv;
   static constexpr uint32_t kNoSlot = ep_state::kNoSlot;
   using RndvRecv = ep_state::RndvRecv;
-  using Unexpected = ep_state::Unexpected;
   using Held = ep_state::Held;
   using TxItem = ep_state::TxItem;
 
@@ -99,8 +96,12 @@ class RdmaEndpoint final : public Endpoint {
   void hold(const MsgHdr& h, uint32_t slot, uint32_t off);
   /// A held message has this tag (kAnyTag: any).
   bool held_tag(uint64_t tag);
-  /// on_message for an eager or RTS message no receive takes. @return false: hold it.
-  bool unexpected(const MsgHdr& h, const uint8_t* payload);
+  /// An eager or RTS message the core matched (core message m): deliver it, or buffer it.
+  void arrived(int m, MsgType type, const uint8_t* payload, uint32_t send_id);
+  // core::RecvHooks: a buffered message into its receive (CUDA memory: a copy), and a
+  // rendezvous request claimed before its data came (answered now).
+  bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) override;
+  void claimed(int m) override;
   [[gnu::cold, gnu::noinline]] void recv_failed(const ibv_wc& wc);
   [[gnu::cold, gnu::noinline]] void compact_too_long(uint32_t len);
   /// A rendezvous stripe landed (WRITE with immediate on any lane). @return false on error.
@@ -109,8 +110,6 @@ class RdmaEndpoint final : public Endpoint {
   /// @return false: an eager message the unexpected budget cannot take now (or one behind
   /// such): it stays in its receive buffer (held_), not reposted.
   bool on_message(const MsgHdr& h, const uint8_t* payload);
-  /// The endpoint-error event, its last completion.
-  void report_error();
   /// Queues the RDMA WRITEs of send slot `s` into the peer's receive slot `rslot` at
   /// addr/rkey, striped over `stripes` lanes. The caller checks txq_ room.
   /// A window (kWin) asks for `len` bytes from offset `base` only.
@@ -140,20 +139,20 @@ class RdmaEndpoint final : public Endpoint {
   /// Stripes (lanes) a rendezvous of `len` bytes is spread over.
   uint8_t stripes_for(uint64_t len) const;
   // --- unexpected rendezvous (rdma_unexpected.cc) ---
-  /// Within rdma.unexpected_bytes, answers an unexpected RTS at once with a bounce buffer,
-  /// so the send completes before its receive is posted (as over TCP); else it waits.
-  void pull(Unexpected& u);
+  /// Within rdma.unexpected_bytes, answers buffered RTS m at once with a bounce buffer (the
+  /// core message's), so the send completes before its receive is posted (as over TCP);
+  /// else it waits for its receive.
+  void pull(int m);
   /// A pulled message's last stripe landed in slot `r`'s bounce buffer.
   void landed(uint32_t r);
-  /// Receive `r` matched a message still being pulled into slot `s`.
-  void attach(uint32_t s, const RecvRequest& r);
   // --- receives advertised ahead (rdma_advert.cc) ---
-  /// Receiver: advertises recvs_[i] to the peer when no earlier receive could take its
-  /// messages, so the sender may write into it without a request/clear-to-send round trip.
+  /// Receiver: advertises posted receive i (core recvs()) to the peer when no earlier receive
+  /// could take its messages, so the sender may write into it without a request/clear-to-send
+  /// round trip.
   void init_adverts();
   void maybe_advertise(int i);
-  /// Receiver: a header claims recvs_[i] the usual way: withdraw its advertisement.
-  void unadvertise(int i);
+  /// Receiver: a header claimed the receive advertised in slot `s` the usual way: withdraw it.
+  void unadvertise(uint32_t s);
   /// Receiver: the first stripe of a direct write into advertised slot `s` arrived.
   bool claim_by_write(uint32_t s);
   /// Sender: an advertisement arrived.
@@ -164,14 +163,15 @@ class RdmaEndpoint final : public Endpoint {
   /// Sender: records a message sent without an advertisement (an advertisement made before it
   /// arrives is its receive).
   void under_way(uint64_t tag);
-  /// on_message's common case for an eager message: no any-source receive is posted and the
-  /// first matching receive takes it (large enough, host memory, not advertised).
-  /// @return false where on_message must decide.
+  /// A compact eager message (no header): matched and, in the common case (a posted host
+  /// receive large enough, not advertised), copied straight in. @return false: hold it.
   bool deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len);
   /// Deliver an arrived message to receive `r` (eager payload or rendezvous request).
   void deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                const uint8_t* payload, uint32_t send_id);
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code);
+  /// Tells the sender its rendezvous request was delivered to a receive too small for it.
+  void reject_rts(uint32_t send_id);
   void finish_send(uint32_t s, Code code);
   /// The common eager send: a compact message (rdma_wire.h), nothing queued before it, credit
   /// and room at hand, staged at once. Within the inline limit it needs no send slot or
@@ -225,7 +225,9 @@ class RdmaEndpoint final : public Endpoint {
 
   RdmaTransport* t_;
   uint32_t id_;
-  Status error_;
+  // Posted receives, buffered messages, completions, the sticky error (gw_core.h).
+  core::EndpointCore core_;
+  bool took_ = false;
   Fd ctrl_;
   CtrlItem ctrl_item_;
   static constexpr uint32_t kStageMax = 32;  // work requests per ibv_post_send
@@ -255,14 +257,10 @@ class RdmaEndpoint final : public Endpoint {
   bool bound_ = false;  // connect() handed it to the caller (peer id known)
   std::vector<SendSlot> sends_;
   std::vector<uint32_t> free_sends_;
-  SlotList<PostedRecv> recvs_;
   std::vector<RndvRecv> rndv_;
   std::vector<uint32_t> free_rndv_;
-  SlotList<Unexpected> unexp_;  // in arrival order; full: back-pressure (held_)
-  Ring<Held> held_;             // in arrival order; at most lane 0's receive buffers
-  bool retrying_ = false;       // retry_held() is matching held_.front()
-  size_t outstanding_ = 0;      // completions reserved for this endpoint's requests, not yet pushed
-  bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
+  Ring<Held> held_;        // in arrival order; at most lane 0's receive buffers
+  bool retrying_ = false;  // retry_held() is matching held_.front()
   Ring<TxItem> txq_;
   // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and
   // advertisements outstanding. Sender side: eager+RTS messages queued so far, the recent ones
@@ -296,8 +294,7 @@ inline int32_t RdmaEndpoint::credits() const {
 
 // Every request reserved its completion when it was accepted (rdma.cq_depth).
 inline void RdmaEndpoint::complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
-  t_->sink().push(Completion{wr_id, tag, len, this, peer_id_, op, code});
-  --outstanding_;
+  core_.complete(wr_id, tag, len, op, code);
 }
 
 inline void RdmaEndpoint::under_way(uint64_t tag) {

@@ -1,6 +1,6 @@
 /// @file rdma_endpoint_state.h
-/// The records an RdmaEndpoint keeps (rdma_endpoint.h): send slots, posted and rendezvous
-/// receives, unexpected and held messages, queued work, lanes, credit words, advertisements
+/// The records an RdmaEndpoint keeps (rdma_endpoint.h): send slots, rendezvous receives, held
+/// messages, queued work, lanes, credit words, advertisements
 /// and staging windows. Kept apart so the endpoint class reads as its operations.
 #pragma once
 
@@ -29,33 +29,18 @@ struct SendSlot {
   uint64_t copied[kMaxQps] = {};  // staged: per stripe, bytes whose copy has started
 };
 
-struct PostedRecv {
-  RecvRequest req;
-  uint64_t post_seq = 0;
-  uint32_t adv = UINT32_MAX;  // rendezvous slot it is advertised in (rdma_advert.cc)
-};
-
 struct RndvRecv {
   RecvRequest req;
   uint64_t tag = 0, len = 0;
   RegCache::Entry* reg = nullptr;  // the receive buffer's, or the bounce buffer's
   uint8_t stripes_left = 0;        // WRITEs with immediate still to come
   bool used = false;
-  bool has_req = true;              // false: pulled unexpectedly, or advertised and not yet claimed
-  int adv_recv = -1;                // advertised: its entry in recvs_ until a WRITE claims it
-  bool discard = false;             // its receive already completed (too small): drop the data
-  core::UBuf bounce;                // unexpected pull: the data lands here first (the core's store)
-  bool staged = false;              // CUDA memory: windows through pinned buffers (rdma_staging.cc)
-  uint32_t send_id = 0;             // staged: the sender's slot, named in each window
+  bool has_req = true;   // false: pulled unexpectedly, or advertised and not yet claimed
+  int adv_recv = -1;     // advertised: its posted receive (core recvs()) until a WRITE claims it
+  int msg = -1;          // unexpected pull: the core's message whose buffer the data lands in
+  bool staged = false;   // CUDA memory: windows through pinned buffers (rdma_staging.cc)
+  uint32_t send_id = 0;  // staged: the sender's slot, named in each window
   uint64_t next_off = 0, done = 0;  // staged: bytes asked for, bytes copied in
-};
-
-struct Unexpected {
-  MsgType type = MsgType::kEager;
-  uint64_t tag = 0, len = 0, arrival = 0;
-  uint32_t send_id = 0;
-  uint32_t rndv = kNoSlot;  // a rendezvous being pulled into this slot's bounce buffer
-  core::UBuf data;          // eager payload (from the core's store, within its budget)
 };
 
 /// A message left in lane 0's receive buffer `slot` (back-pressure), payload at `off`.

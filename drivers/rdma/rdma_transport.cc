@@ -346,29 +346,13 @@ void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
 }
 
 Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  // The oldest buffered message it matches, across endpoints (bound ones: a failed endpoint
-  // may hold messages from before).
-  auto take = [this](const RecvRequest& r) {
-    RdmaEndpoint* best = nullptr;
-    int best_u = -1;
-    for (RdmaEndpoint* ep : eps_) {
-      if (!ep || !ep->bound_) continue;
-      const int u = ep->find_unexpected(r.tag);
-      if (u >= 0 && (!best || ep->arrival_of(u) < best->arrival_of(best_u))) {
-        best = ep;
-        best_u = u;
-      }
-    }
-    if (!best) return false;
-    ++best->outstanding_;  // the reservation completes through that endpoint
-    best->take_unexpected(best_u, r);
-    best->flush();
-    return true;
-  };
-  auto n = core_.post_recv_any(reqs, take);
-  // Messages left in their receive buffers (back-pressure) may match these now.
-  for (RdmaEndpoint* ep : eps_)
-    if (ep && ep->bound_ && ep->held()) ep->retry_held();
+  auto n = core_.post_recv_any(reqs);
+  for (RdmaEndpoint* ep : eps_) {
+    if (!ep || !ep->bound_) continue;
+    // Messages left in their receive buffers (back-pressure) may match these now.
+    if (ep->held()) ep->retry_held();
+    if (ep->take_took()) ep->flush();  // answers to rendezvous requests taken
+  }
   return n;
 }
 

@@ -1,7 +1,8 @@
-// RdmaEndpoint: messages that arrive before their receive. Eager ones are copied aside;
-// rendezvous requests within rdma.unexpected_bytes are pulled into a bounce buffer at once (CTS
-// to it), so the sender's request completes without waiting for the receive, as it does over
-// TCP. Beyond the budget the request simply waits for its receive. Bounce buffers come from the
+// RdmaEndpoint: messages that arrive before their receive, buffered by the core (gw_core.h).
+// Eager ones are copied aside; rendezvous requests within rdma.unexpected_bytes are pulled into
+// a bounce buffer at once (CTS to it), so the sender's request completes without waiting for
+// the receive, as it does over TCP. Beyond the budget the request waits for its receive, which
+// answers it (claimed()). Bounce buffers come from the
 // core's store, which reuses them, and are registered through the cache, which keeps their
 // registrations: a steady stream of early arrivals registers nothing.
 #include <algorithm>
@@ -16,93 +17,85 @@ uint8_t RdmaEndpoint::stripes_for(uint64_t len) const {
   return static_cast<uint8_t>(std::clamp<uint64_t>(len / t_->opts().min_stripe, 1, lanes_.size()));
 }
 
-int RdmaEndpoint::find_unexpected(uint64_t tag) const {
-  for (int i = unexp_.head(); i >= 0; i = unexp_.next(i))
-    if (tag == kAnyTag || unexp_[i].tag == tag) return i;
-  return -1;
-}
-
-void RdmaEndpoint::take_unexpected(int u, const RecvRequest& r) {
-  Unexpected m = std::move(unexp_[u]);
-  unexp_[u] = Unexpected{};
-  unexp_.erase(u);
-  if (m.rndv != kNoSlot) {
-    attach(m.rndv, r);
-    return;
-  }
-  deliver(r, m.type, m.tag, m.len, m.data.p.get(), m.send_id);
-  if (m.type == MsgType::kEager) t_->store().give(std::move(m.data), m.len);
-}
-
-void RdmaEndpoint::pull(Unexpected& u) {
+void RdmaEndpoint::pull(int m) {
+  core::InMsg& im = core_.msg(m);
   if (free_rndv_.empty() || txq_.full()) return;
-  core::UBuf buf;
-  if (!t_->store().take(u.len, &buf)) return;  // beyond the budget: wait for the receive
+  if (!t_->store().take(im.len, &im.ubuf)) return;  // beyond the budget: wait for the receive
   // Through the cache: a buffer the store hands out again is registered already.
-  auto reg = t_->regcache().acquire(buf.p.get(), u.len);
+  auto reg = t_->regcache().acquire(im.ubuf.p.get(), im.len);
   if (!reg.ok()) {  // e.g. the locked-memory limit: wait for the receive instead
-    t_->store().give(std::move(buf), u.len);
+    t_->store().give(std::move(im.ubuf), im.len);
     return;
   }
+  im.charged = im.len;
+  im.base = im.ubuf.p.get();
   const uint32_t s = free_rndv_.back();
   free_rndv_.pop_back();
   RndvRecv& rv = rndv_[s];
   rv = RndvRecv{};
-  rv.tag = u.tag;
-  rv.len = u.len;
-  rv.stripes_left = stripes_for(u.len);
+  rv.tag = im.tag;
+  rv.len = im.len;
+  rv.stripes_left = stripes_for(im.len);
   rv.used = true;
-  rv.has_req = false;
+  rv.has_req = false;  // a receive claims the core's message, not this slot
+  rv.msg = m;
+  rv.reg = *reg;
   TxItem it;
   it.type = MsgType::kCts;
-  it.id = u.send_id;
+  it.id = im.drv[0];
   it.id2 = s;
-  it.len = u.len;
-  it.addr = reinterpret_cast<uintptr_t>(buf.p.get());
+  it.len = im.len;
+  it.addr = reinterpret_cast<uintptr_t>(im.base);
   it.rkey = (*reg)->mr->rkey;
   it.stripes = rv.stripes_left;
-  rv.bounce = std::move(buf);
-  rv.reg = *reg;
   txq_.push(it);
   ++t_->counters_.unexpected_pulls;
-  u.rndv = s;
+  im.drv[1] = s;
 }
 
 void RdmaEndpoint::landed(uint32_t r) {
   RndvRecv& rv = rndv_[r];
   t_->regcache().release(rv.reg);
-  rv.reg = nullptr;
-  bool kept = false;
-  if (!rv.has_req) {  // still unmatched: from now on an eager message with its data
-    for (int i = unexp_.head(); i >= 0; i = unexp_.next(i)) {
-      Unexpected& u = unexp_[i];
-      if (u.rndv != r) continue;
-      u.rndv = kNoSlot;
-      u.type = MsgType::kEager;
-      u.data = std::move(rv.bounce);
-      kept = true;
-      break;
-    }
-  } else if (!rv.discard) {
-    RecvRequest req = rv.req;
-    uint64_t len = rv.len;
-    const uint8_t* data = rv.bounce.p.get();
-    deliver(req, MsgType::kEager, rv.tag, len, data, 0);
-  }
-  if (!kept) t_->store().give(std::move(rv.bounce), rv.len);
+  const int m = rv.msg;
   rv = RndvRecv{};
   free_rndv_.push_back(r);
+  core_.msg(m).drv[1] = kNoSlot;
+  // Claimed: delivered now (copy_unexpected); else it waits whole, as an eager message does.
+  core_.finish(m);
+  if (!held_.empty()) retry_held();  // its message slot may be what a held message waits for
 }
 
-void RdmaEndpoint::attach(uint32_t s, const RecvRequest& r) {
-  RndvRecv& rv = rndv_[s];
-  rv.req = r;
-  rv.has_req = true;
-  if (rv.len > r.len) {  // too small: fails now, the data is dropped when it lands
-    ++t_->counters_.truncated_recvs;
-    complete(r.wr_id, rv.tag, rv.len, Op::kRecv, Code::kInvalidArgument);
-    rv.discard = true;
+void RdmaEndpoint::claimed(int m) {
+  took_ = true;
+  core::InMsg& im = core_.msg(m);
+  if (im.drv[1] != kNoSlot) return;  // being pulled: delivered when it lands
+  const uint32_t send_id = im.drv[0];
+  const RecvRequest r = im.req;
+  const uint64_t tag = im.tag, len = im.len;
+  const bool too_small = im.claim_err;  // its receive completed already
+  core_.release(m);
+  if (too_small)
+    reject_rts(send_id);
+  else
+    deliver(r, MsgType::kRts, tag, len, nullptr, send_id);
+}
+
+bool RdmaEndpoint::copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) {
+  took_ = true;
+  if (n > 0 && (t_->staged(r.buf, r.mr) || (r.mr && r.mr->kind() == MemKind::kCudaDevice))) {
+    // The CPU cannot store to device memory: one synchronous copy (rare path).
+    Status st = t_->stage_ops() ? copy_to_device(r.buf, src, n)
+                                : Status(Code::kNotSupported, "no device-copy table");
+    if (!st.ok()) {
+      fail(st.with_context("rdma: a message from " + peer_name_ + " into CUDA memory"));
+      return false;
+    }
+  } else if (n > 0) {
+    std::memcpy(r.buf, src, n);
   }
+  ++t_->counters_.msgs_received;
+  t_->counters_.bytes_received += n;
+  return true;
 }
 
 }  // namespace gw::drv::rdma

@@ -134,7 +134,25 @@ void TransportCore::fail_any(Code code) {
 }
 
 Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs) {
-  return post_recv_any(reqs, [this](const RecvRequest& r) { return take_unexpected_any(r); });
+  static const std::string kAny = "any peer";
+  if (abort_.requested()) [[unlikely]]
+    return abort_.status();
+  size_t n = 0;
+  for (; n < reqs.size(); ++n) {
+    const RecvRequest& r = reqs[n];
+    if (Status st = check_recv(driver_, kAny, r); !st.ok()) {
+      if (n == 0) return st;
+      break;
+    }
+    if (!sink_.reserve()) break;  // its completion first: none is ever dropped
+    if (take_unexpected_any(r)) continue;
+    if (any_.full()) {
+      sink_.unreserve(1);
+      break;
+    }
+    any_.push_back(Posted{r, next_post_seq()});
+  }
+  return n;
 }
 
 int TransportCore::find_any(uint64_t tag, uint64_t before) const {
@@ -155,6 +173,7 @@ bool TransportCore::take_unexpected_any(const RecvRequest& r) {
   EndpointCore* best = nullptr;
   int best_m = -1;
   for (EndpointCore* ep : eps_) {
+    if (!ep->any_source_) continue;
     const int m = ep->find_unexpected(r.tag);
     if (m >= 0 && (!best || ep->msg(m).arrival < best->msg(best_m).arrival)) {
       best = ep;
@@ -175,13 +194,13 @@ bool RecvHooks::copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t
 }
 
 void EndpointCore::init(TransportCore* t, Endpoint* ep, size_t max_recvs, size_t max_msgs,
-                        RecvHooks* hooks) {
+                        RecvHooks* hooks, size_t max_unexpected) {
   t_ = t;
   ep_ = ep;
   hooks_ = hooks;
   recvs_.init(max_recvs);
   msgs_.resize(max_msgs);
-  unexp_.init(max_msgs);
+  unexp_.init(max_unexpected ? max_unexpected : max_msgs);
   free_.reserve(max_msgs);
   for (size_t i = max_msgs; i-- > 0;) free_.push_back(static_cast<int>(i));
   // The endpoint-error event can always be reported.
@@ -255,7 +274,10 @@ void EndpointCore::bind(int m, const RecvRequest& r) {
     im.claim_err = true;
     complete(r.wr_id, im.tag, im.len, Op::kRecv, Code::kInvalidArgument);
   }
-  if (im.complete) deliver(m);
+  if (im.complete)
+    deliver(m);
+  else if (hooks_)
+    hooks_->claimed(m);
 }
 
 void EndpointCore::deliver(int m) {

@@ -29,6 +29,15 @@ class EndpointCore;
 /// Where an arrived message's bytes go.
 enum class Dest : uint8_t { kUser, kUnexpected, kDrain };
 
+inline constexpr uint32_t kNoCookie = UINT32_MAX;
+
+/// A posted receive waiting for its message.
+struct Posted {
+  RecvRequest req;
+  uint64_t post_seq = 0;
+  uint32_t cookie = kNoCookie;  // the driver's (rdma: the slot it is advertised in)
+};
+
 /// A message being received, or buffered until a receive takes it.
 struct InMsg {
   bool active = false;
@@ -37,8 +46,11 @@ struct InMsg {
   bool claim_err = false;  // ... whose buffer was too small (reported already)
   Dest dest = Dest::kUser;
   uint64_t seq = 0, tag = 0, len = 0, arrival = 0;
-  int unode = -1;           // node in the unexpected list while unclaimed
-  uint8_t* base = nullptr;  // where the bytes go; null: drop them
+  uint64_t charged = 0;         // bytes of the unexpected budget it holds
+  uint32_t cookie = kNoCookie;  // matched at begin(): its posted receive's cookie
+  uint32_t drv[2] = {0, 0};     // the driver's own words (rdma: sender's slot, pull slot)
+  int unode = -1;               // node in the unexpected list while unclaimed
+  uint8_t* base = nullptr;      // where the bytes go; null: drop them
   UBuf ubuf;
   RecvRequest req;
 };
@@ -50,6 +62,10 @@ class RecvHooks {
   /// Copy a buffered message into the receive that claimed it. False: the driver failed the
   /// endpoint (which completed the receive with its error).
   virtual bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n);
+  /// A receive claimed buffered message m whose bytes are not all in (rdma: a rendezvous
+  /// request, answered now). Its receive was completed already if it was too small
+  /// (claim_err).
+  virtual void claimed(int m) { (void)m; }
 };
 
 /// The log level of an endpoint failure: a peer leaving in order with nothing pending is how
@@ -71,11 +87,6 @@ class TransportCore {
   const UnexpectedStore& store() const { return store_; }
   /// Post receives matched against messages of any endpoint (Transport::post_recv_any).
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs);
-  /// The same for a driver with its own unexpected messages: `take(r)` hands r the oldest
-  /// buffered message it matches (and returns true) or returns false; the completion is
-  /// reserved already and then completes through that message's endpoint.
-  template <class Take>
-  Result<size_t> post_recv_any(std::span<const RecvRequest> reqs, Take take);
   size_t any_posted() const { return any_.size(); }
   /// The earliest any-source receive a message with `tag` matches, if it was posted before
   /// `before` (a post_seq); -1 if none.
@@ -106,10 +117,6 @@ class TransportCore {
 
  private:
   friend class EndpointCore;
-  struct Posted {
-    RecvRequest req;
-    uint64_t post_seq = 0;
-  };
   bool take_unexpected_any(const RecvRequest& r);
 
   const char* driver_ = "";
@@ -123,6 +130,13 @@ class TransportCore {
   AbortLatch abort_;
 };
 
+struct NoPosted {
+  void operator()(int) const {}
+};
+struct NotWaiting {
+  bool operator()(uint64_t) const { return false; }
+};
+
 /// Per endpoint: its posted receives, its messages in flight, its sticky error.
 class EndpointCore {
  public:
@@ -130,9 +144,13 @@ class EndpointCore {
   EndpointCore(const EndpointCore&) = delete;
   EndpointCore& operator=(const EndpointCore&) = delete;
   ~EndpointCore();
-  /// At connect time: `max_recvs` posted receives, `max_msgs` messages in flight.
+  /// At connect time: `max_recvs` posted receives, `max_msgs` messages in flight, of which
+  /// at most `max_unexpected` buffered (0: max_msgs).
   void init(TransportCore* t, Endpoint* ep, size_t max_recvs, size_t max_msgs,
-            RecvHooks* hooks = nullptr);
+            RecvHooks* hooks = nullptr, size_t max_unexpected = 0);
+  /// Whether any-source receives may take this endpoint's messages (rdma: not before the
+  /// caller has its endpoint, peer id and all).
+  void set_any_source(bool on) { any_source_ = on; }
 
   // --- completions ---
   /// One completion for a request this endpoint accepts; false when the CQ is full.
@@ -140,6 +158,11 @@ class EndpointCore {
     if (!t_->sink_.reserve()) return false;
     ++outstanding_;
     return true;
+  }
+  /// Gives back one reservation of a request not taken after all.
+  void unreserve() {
+    t_->sink_.unreserve(1);
+    --outstanding_;
   }
   void complete(uint64_t wr_id, uint64_t tag, size_t len, Op op, Code code) {
     t_->sink_.push(Completion{wr_id, tag, len, ep_, ep_->peer_id(), op, code});
@@ -169,12 +192,17 @@ class EndpointCore {
 
   // --- receives ---
   /// Post receives: each takes a buffered message or waits. `prep(r)` is the driver's check
-  /// of one request (OK to take it).
-  template <class Prep>
-  Result<size_t> post_recv(std::span<const RecvRequest> reqs, Prep prep);
+  /// of one request (OK to take it); `posted(i)` sees each that waits (its index in
+  /// recvs()); on a failed endpoint a receive is still taken if a buffered message or
+  /// `waiting(tag)` (one the driver holds in the network) may match it.
+  template <class Prep, class OnPosted = NoPosted, class Waiting = NotWaiting>
+  Result<size_t> post_recv(std::span<const RecvRequest> reqs, Prep prep, OnPosted posted = {},
+                           Waiting waiting = {});
   /// The peer's next message (in send order) begins: match it. @return its slot, or -1 when
-  /// it must wait in the network (no slot, no unexpected budget: back-pressure).
-  int begin(uint64_t seq, uint64_t tag, uint64_t len);
+  /// it must wait in the network (no slot, no unexpected budget: back-pressure). `defer`:
+  /// its bytes are not sent yet (rdma's rendezvous request): buffered, it holds no budget
+  /// and no buffer (base null) until the driver gives it some.
+  int begin(uint64_t seq, uint64_t tag, uint64_t len, bool defer = false);
   /// Every byte of message m is in place.
   void finish(int m);
   /// The receive matched to m cannot take it (e.g. no staging for its memory): complete it
@@ -190,6 +218,15 @@ class EndpointCore {
   int find_active(uint64_t seq) const;
   bool has_pending() const;
   size_t posted() const { return recvs_.size(); }
+  /// The posted receives, in posting order (drivers read them and set cookies).
+  SlotList<Posted>& recvs() { return recvs_; }
+  /// Takes posted receive i out of matching: the driver's peer wrote into it directly (rdma's
+  /// advertised receives). Its completion stays reserved; the driver completes it.
+  RecvRequest claim_posted(int i) {
+    const RecvRequest r = recvs_[i].req;
+    recvs_.erase(i);
+    return r;
+  }
 
  private:
   friend class TransportCore;
@@ -200,12 +237,13 @@ class EndpointCore {
   Endpoint* ep_ = nullptr;
   RecvHooks* hooks_ = nullptr;
   Status error_;
-  SlotList<TransportCore::Posted> recvs_;
+  SlotList<Posted> recvs_;
   std::vector<InMsg> msgs_;
   std::vector<int> free_;
   SlotList<int> unexp_;          // unclaimed unexpected messages (slots), oldest first
   size_t outstanding_ = 0;       // completions reserved by this endpoint, not yet pushed
   bool event_reserved_ = false;  // its endpoint-error event, not yet pushed
+  bool any_source_ = true;
 };
 
 }  // namespace gw::core

@@ -6,29 +6,33 @@
 
 namespace gw::core {
 
-inline int EndpointCore::begin(uint64_t seq, uint64_t tag, uint64_t len) {
+inline int EndpointCore::begin(uint64_t seq, uint64_t tag, uint64_t len, bool defer) {
   if (free_.empty()) return -1;
   int ri = recvs_.head();
   while (ri >= 0 && recvs_[ri].req.tag != kAnyTag && recvs_[ri].req.tag != tag)
     ri = recvs_.next(ri);
   auto& any = t_->any_;
-  int ai = any.head();
+  int ai = any_source_ ? any.head() : -1;
   while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != tag) ai = any.next(ai);
   const int m = free_.back();
   InMsg& im = msgs_[static_cast<size_t>(m)];
   if (ri < 0 && ai < 0) {
-    if (!t_->store_.take(len, &im.ubuf)) return -1;
+    if (unexp_.full() || (!defer && !t_->store_.take(len, &im.ubuf))) return -1;
     ++t_->counters_.unexpected_msgs;
-    im.unode = unexp_.push_back(m);  // never full: a node per message slot
+    im.unode = unexp_.push_back(m);
     im.dest = Dest::kUnexpected;
+    im.charged = defer ? 0 : len;
     im.base = im.ubuf.p.get();
+    im.cookie = kNoCookie;
   } else {
     const bool use_any = ri < 0 || (ai >= 0 && any[ai].post_seq < recvs_[ri].post_seq);
     im.req = use_any ? any[ai].req : recvs_[ri].req;
     if (use_any) {
       any.erase(ai);
       ++outstanding_;  // the any-source reservation now completes through this endpoint
+      im.cookie = kNoCookie;
     } else {
+      im.cookie = recvs_[ri].cookie;
       recvs_.erase(ri);
     }
     im.dest = Dest::kUser;
@@ -66,7 +70,7 @@ inline void EndpointCore::finish(int m) {
 inline void EndpointCore::release(int m) {
   InMsg& im = msgs_[static_cast<size_t>(m)];
   if (im.dest == Dest::kUnexpected) {
-    t_->store_.give(std::move(im.ubuf), im.len);
+    t_->store_.give(std::move(im.ubuf), im.charged);
     if (im.unode >= 0) unexp_.erase(im.unode);
     im.unode = -1;
   }
@@ -92,8 +96,9 @@ void EndpointCore::fail_receives(Code code, Keep keep) {
   }
 }
 
-template <class Prep>
-Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep prep) {
+template <class Prep, class OnPosted, class Waiting>
+Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep prep,
+                                       OnPosted posted, Waiting waiting) {
   if (t_->abort_.requested()) [[unlikely]]
     return t_->abort_.status();
   size_t n = 0;
@@ -101,7 +106,7 @@ Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep p
     const RecvRequest& r = reqs[n];
     const int m = find_unexpected(r.tag);
     // A peer that left in order left messages behind: they can still be received.
-    Status st = failed() && m < 0 ? error_ : prep(r);
+    Status st = failed() && m < 0 && !waiting(r.tag) ? error_ : prep(r);
     if (!st.ok()) {
       if (n == 0) return st;
       break;
@@ -110,7 +115,7 @@ Result<size_t> EndpointCore::post_recv(std::span<const RecvRequest> reqs, Prep p
     if (m >= 0)
       bind(m, r);
     else
-      recvs_.push_back(TransportCore::Posted{r, t_->next_post_seq()});
+      posted(recvs_.push_back(core::Posted{r, t_->next_post_seq()}));
   }
   return n;
 }
@@ -131,29 +136,6 @@ inline Status check_recv(const char* driver, const std::string& peer, const Recv
   if ((r.buf == nullptr && r.len > 0) || (r.mr && !r.mr->contains(r.buf, r.len))) [[unlikely]]
     return bad_recv(driver, peer, r);
   return Status();
-}
-
-template <class Take>
-Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs, Take take) {
-  static const std::string kAny = "any peer";
-  if (abort_.requested()) [[unlikely]]
-    return abort_.status();
-  size_t n = 0;
-  for (; n < reqs.size(); ++n) {
-    const RecvRequest& r = reqs[n];
-    if (Status st = check_recv(driver_, kAny, r); !st.ok()) {
-      if (n == 0) return st;
-      break;
-    }
-    if (!sink_.reserve()) break;  // its completion first: none is ever dropped
-    if (take(r)) continue;
-    if (any_.full()) {
-      sink_.unreserve(1);
-      break;
-    }
-    any_.push_back(Posted{r, next_post_seq()});
-  }
-  return n;
 }
 
 }  // namespace gw::core
