@@ -75,9 +75,6 @@ class RdmaTransport final : public Transport {
   std::map<std::string, uint64_t> stats() const override;
   /// Any thread: the abort latch, then wake_fd_ wakes a progress asleep in epoll.
   Status abort(std::string_view reason) override;
-  /// Transport::abort was requested (one acquire load): posts are refused with abort_status().
-  bool aborted() const { return core_.abort_requested(); }
-  const Status& abort_status() const { return core_.abort_status(); }
 
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);

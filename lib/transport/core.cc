@@ -155,18 +155,10 @@ Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs) {
   return n;
 }
 
-int TransportCore::find_any(uint64_t tag, uint64_t before) const {
-  for (int i = any_.head(); i >= 0; i = any_.next(i)) {
-    if (any_[i].post_seq > before) return -1;
+int TransportCore::find_any(uint64_t tag) const {
+  for (int i = any_.head(); i >= 0; i = any_.next(i))
     if (any_[i].req.tag == kAnyTag || any_[i].req.tag == tag) return i;
-  }
   return -1;
-}
-
-RecvRequest TransportCore::take_any(int i) {
-  const RecvRequest r = any_[i].req;
-  any_.erase(i);
-  return r;
 }
 
 bool TransportCore::take_unexpected_any(const RecvRequest& r) {

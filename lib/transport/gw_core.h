@@ -88,14 +88,9 @@ class TransportCore {
   /// Post receives matched against messages of any endpoint (Transport::post_recv_any).
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs);
   size_t any_posted() const { return any_.size(); }
-  /// The earliest any-source receive a message with `tag` matches, if it was posted before
-  /// `before` (a post_seq); -1 if none.
-  int find_any(uint64_t tag, uint64_t before = UINT64_MAX) const;
-  /// Removes any-source receive `i` (from find_any) and returns it.
-  RecvRequest take_any(int i);
+  /// The earliest any-source receive a message with `tag` would match; -1 if none.
+  int find_any(uint64_t tag) const;
   uint64_t next_post_seq() { return post_seq_++; }
-  /// Arrival order across endpoints (the oldest buffered message goes to an any-source receive).
-  uint64_t next_arrival() { return arrivals_++; }
   const CoreCounters& counters() const { return counters_; }
   /// Adds the core's counters to a driver's Transport::stats().
   void add_stats(std::map<std::string, uint64_t>& m) const;
@@ -109,8 +104,6 @@ class TransportCore {
   /// request_abort(). The driver then fails each of its endpoints with abort_status() (its
   /// usual failure path) and calls fail_any().
   bool take_abort() { return abort_.take(); }
-  /// Any thread: abort was requested (one acquire load).
-  bool abort_requested() const { return abort_.requested(); }
   const Status& abort_status() const { return abort_.status(); }
   /// Complete every any-source receive still posted with `code`.
   void fail_any(Code code);

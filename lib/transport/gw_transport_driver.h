@@ -30,13 +30,15 @@
 ///     -- a single load per pass; the driver tells its peers as when it closes an endpoint.
 /// RecvHooks lets a driver copy a buffered message into memory the CPU cannot write (GPU).
 ///
-/// rdma uses the core's pieces without its matcher (its eager / rendezvous / advertised-receive
-/// matching is its own, in rdma_datapath.cc): the CompletionSink (reserve per request and per
-/// any-source receive, open_direct/close_direct in its progress pass), the AbortLatch (as
-/// above, with its own any-source list), the UnexpectedStore (with
-/// back-pressure: a message the budget cannot take stays in its receive buffer, so the peer's
-/// credits run down; its bounce buffers registered through rdma's cache, which the store's free
-/// hook keeps clean), check_send/check_recv, log_failure and the HelloListener (gw_listener.h).
+/// A driver with its own wire protocol (rdma) uses the same calls and a few more: begin(...,
+/// defer=true) buffers a message whose bytes are not sent yet (a rendezvous request) without
+/// bytes or budget -- the driver may give it a buffer from core.store() (a pull) or wait;
+/// RecvHooks::claimed(m) tells it a receive took such a message; Posted::cookie marks a posted
+/// receive (rdma: advertised to the peer), InMsg::cookie says which one a message matched, and
+/// claim_posted(i) takes a receive the peer wrote into directly; init()'s max_unexpected
+/// bounds buffered messages apart from message slots; set_any_source(false) keeps an endpoint
+/// the caller does not have yet away from any-source receives; post_recv's `waiting(tag)`
+/// lets a failed endpoint take receives for messages the driver still holds.
 ///
 /// Guarantees: no allocation on the hot path (unexpected buffers are reused, within the
 /// budget); a completion is never dropped; any-source receives reserve their completion;
