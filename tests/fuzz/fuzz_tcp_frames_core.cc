@@ -10,7 +10,9 @@
 // segments: a byte (the stream, modulo the endpoint's 1 + (mode >> 2 & 3) streams), a length
 // (u16) and that many bytes. After each segment every stream is driven as progress() does.
 // Mode bit 4: the receives are posted after the last segment (matching what was buffered as
-// unexpected); bit 6: they are any-source receives (on the transport).
+// unexpected); bit 6: they are any-source receives (on the transport). One transport serves
+// every input: the endpoint goes with its input, and any-source receives still posted at the
+// end are completed (TransportCore::fail_any, as an abort does), so none outlives its buffer.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -36,8 +38,7 @@ std::unique_ptr<gw::Transport> open_tcp() {
   return std::move(*t);
 }
 
-std::unique_ptr<gw::Transport> g_data;  // endpoint-bound receives
-std::unique_ptr<gw::Transport> g_any;   // any-source receives; renewed when one is left
+std::unique_ptr<gw::Transport> g_t;
 
 // Drains the completion queue. A receive never reports more bytes than its buffer holds.
 // @return the receives completed.
@@ -90,8 +91,7 @@ void stage(Stream& s, std::string_view bytes) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   gw::fuzz::quiet();
-  g_data = open_tcp();
-  g_any = open_tcp();
+  g_t = open_tcp();
   return 0;
 }
 
@@ -110,10 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      static_cast<uint64_t>(i), nullptr});
   }
   const bool any = mode & 0x40, late = mode & 0x10;
-  gw::Transport& t = any ? *g_any : *g_data;
-  auto ep = std::make_unique<TcpEndpoint>(static_cast<TcpTransport*>(&t),
-                                          gw::ConnectParams{t.address(), 1, false, 1, "fuzz peer"},
-                                          "fuzz peer");
+  auto& t = static_cast<TcpTransport&>(*g_t);
+  auto ep = std::make_unique<TcpEndpoint>(
+      &t, gw::ConnectParams{t.address(), 1, false, 1, "fuzz peer"}, "fuzz peer");
   // The streams attach() would make, without a socket: never readable, so never read from.
   const size_t nstreams = 1 + (mode >> 2 & 3);
   for (size_t i = 0; i < nstreams; ++i) {
@@ -147,10 +146,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   done += drain(t, caps);
-  if (done > posted) std::abort();  // every completion is one of this input's receives
   ep.reset();
+  t.core().fail_any(gw::Code::kAborted);
   done += drain(t, caps);
-  // Any-source receives belong to the transport and would outlive this input's buffers.
-  if (any && done < posted) g_any = open_tcp();
+  if (done > posted) std::abort();  // every completion is one of this input's receives
+  if (t.core().any_posted() != 0) std::abort();
   return 0;
 }
