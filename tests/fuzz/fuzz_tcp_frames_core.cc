@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "fuzz_recvs.h"
 #include "fuzz_util.h"
 #include "gw_transport.h"
 #include "tcp_endpoint.h"
@@ -42,17 +43,15 @@ std::unique_ptr<gw::Transport> g_t;
 
 // Drains the completion queue. A receive never reports more bytes than its buffer holds.
 // @return the receives completed.
-size_t drain(gw::Transport& t, const std::vector<size_t>& caps) {
+size_t drain(gw::Transport& t, const gw::fuzz::Receives& r) {
   gw::Completion c[16];
   size_t done = 0;
   for (;;) {
     auto n = t.cq().poll(c);
     if (!n.ok() || *n == 0) return done;
     for (size_t k = 0; k < *n; ++k) {
-      if (c[k].op != gw::Op::kRecv) continue;
-      ++done;
-      if (c[k].code == gw::Code::kOk && (c[k].wr_id >= caps.size() || c[k].len > caps[c[k].wr_id]))
-        std::abort();
+      if (!r.fits(c[k])) std::abort();
+      done += c[k].op == gw::Op::kRecv;
     }
   }
 }
@@ -98,17 +97,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::fuzz::Input in(data, size);
   const uint8_t mode = in.u8();
-  std::vector<std::vector<uint8_t>> bufs;
-  std::vector<gw::RecvRequest> recvs;
-  std::vector<size_t> caps;
-  for (int i = 0; i < (mode & 3); ++i) {
-    size_t len = in.u16() % 8192;
-    uint8_t tag = in.u8();
-    bufs.emplace_back(len);
-    caps.push_back(len);
-    recvs.push_back({bufs.back().data(), len, tag == 0xff ? gw::kAnyTag : tag,
-                     static_cast<uint64_t>(i), nullptr});
-  }
+  const gw::fuzz::Receives r(in, mode & 3);
   const bool any = mode & 0x40, late = mode & 0x10;
   auto& t = static_cast<TcpTransport&>(*g_t);
   auto ep = std::make_unique<TcpEndpoint>(
@@ -126,8 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   size_t posted = 0;
   auto post = [&] {
-    if (recvs.empty()) return;
-    auto k = any ? t.post_recv_any(recvs) : ep->post_recv(recvs);
+    if (r.reqs.empty()) return;
+    auto k = any ? t.post_recv_any(r.reqs) : ep->post_recv(r.reqs);
     posted = k.ok() ? *k : 0;
   };
   if (!late) post();
@@ -138,17 +127,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     stage(*ep->streams_[which % nstreams], in.take(len));
     for (int round = 0; round < 8 && drive(*ep); ++round) {
     }
-    done += drain(t, caps);
+    done += drain(t, r);
   }
   if (late) {
     post();
     for (int round = 0; round < 8 && drive(*ep); ++round) {
     }
   }
-  done += drain(t, caps);
+  done += drain(t, r);
   ep.reset();
   t.core().fail_any(gw::Code::kAborted);
-  done += drain(t, caps);
+  done += drain(t, r);
   if (done > posted) std::abort();  // every completion is one of this input's receives
   if (t.core().any_posted() != 0) std::abort();
   return 0;
