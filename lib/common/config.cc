@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "gw_config.h"
@@ -102,6 +103,20 @@ std::string toml_value(ConfigType type, const std::string& v) {
   return out + '"';
 }
 
+// A key's value and where it came from: what was set (entries_ holds only that), else the
+// declared default; nullopt for an undeclared key.
+struct Setting {
+  std::string_view value, origin;
+};
+template <class Entries>
+std::optional<Setting> setting_of(const Entries& entries, std::string_view key) {
+  if (auto it = entries.find(key); it != entries.end())
+    return Setting{it->second.value, it->second.origin};
+  if (auto it = schema().find(key); it != schema().end())
+    return Setting{it->second.default_value, "default"};
+  return std::nullopt;
+}
+
 }  // namespace
 
 ConfigKeys::ConfigKeys(std::initializer_list<ConfigKeyDef> defs) {
@@ -134,10 +149,9 @@ Status Config::set(std::string_view key, std::string_view value, std::string_vie
 }
 
 Result<Config> Config::load(const std::string& path) {
+  // Defaults are not copied in (setting_of falls back to them): a file that fails to load
+  // costs nothing per declared key.
   Config c;
-  // The schema is sorted as entries_ is: each default goes in at the end without a search.
-  for (auto& [k, d] : schema())
-    c.entries_.emplace_hint(c.entries_.end(), k, Entry{d.default_value, "default"});
   if (!path.empty()) {
     toml::table tbl;
     try {
@@ -228,11 +242,10 @@ Status Config::apply_kvargs(std::string_view section, std::string_view kvargs) {
 }
 
 Result<int64_t> Config::get_int(std::string_view key) const {
-  auto it = entries_.find(key);
-  if (it == entries_.end())
-    return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
+  auto s = setting_of(entries_, key);
+  if (!s) return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
   int64_t x = 0;
-  std::from_chars(it->second.value.data(), it->second.value.data() + it->second.value.size(), x);
+  std::from_chars(s->value.data(), s->value.data() + s->value.size(), x);
   return x;
 }
 
@@ -247,15 +260,14 @@ Result<double> Config::get_double(std::string_view key) const {
 }
 
 Result<std::string> Config::get_string(std::string_view key) const {
-  auto it = entries_.find(key);
-  if (it == entries_.end())
-    return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
-  return it->second.value;
+  auto s = setting_of(entries_, key);
+  if (!s) return Status(Code::kInternal, "config key " + std::string(key) + " is not declared");
+  return std::string(s->value);
 }
 
 std::string Config::origin_of(std::string_view key) const {
-  auto it = entries_.find(key);
-  return it == entries_.end() ? "undeclared" : it->second.origin;
+  auto s = setting_of(entries_, key);
+  return s ? std::string(s->origin) : "undeclared";
 }
 
 // --- ConfigReader ---
@@ -328,15 +340,15 @@ std::string ConfigReader::one_of(std::string_view key,
 std::string Config::dump() const {
   std::ostringstream os;
   std::string cur;
-  for (auto& [k, e] : entries_) {
+  for (auto& [k, def] : schema()) {
     auto sec = section_of(k);
     if (sec != cur) {
       os << (cur.empty() ? "" : "\n") << "[" << sec << "]\n";
       cur = sec;
     }
-    const auto& def = schema().at(k);
-    os << k.substr(sec.size() + 1) << " = " << toml_value(def.type, e.value);
-    os << "  # " << e.origin << "; " << def.help << "\n";
+    const Setting s = *setting_of(entries_, k);
+    os << k.substr(sec.size() + 1) << " = " << toml_value(def.type, std::string(s.value));
+    os << "  # " << s.origin << "; " << def.help << "\n";
   }
   return os.str();
 }

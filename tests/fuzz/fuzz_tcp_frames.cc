@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "fuzz_recvs.h"
 #include "fuzz_util.h"
 #include "gw_auth.h"
 #include "gw_socket.h"
@@ -32,7 +33,7 @@ uint16_t port_of(const gw::Transport& t) {
 // Polls until the endpoint fails (the peer's FIN or junk always ends it) or `rounds` run out.
 // Never sleeps: on loopback the peer's bytes are queued before its send() returns.
 // @return the receives completed.
-size_t pump(gw::Transport& t, gw::Endpoint* ep, const std::vector<size_t>& caps, int rounds) {
+size_t pump(gw::Transport& t, gw::Endpoint* ep, const gw::fuzz::Receives& r, int rounds) {
   gw::Completion c[16];
   size_t done = 0;
   for (int i = 0; i < rounds; ++i) {
@@ -41,9 +42,7 @@ size_t pump(gw::Transport& t, gw::Endpoint* ep, const std::vector<size_t>& caps,
     for (size_t k = 0; k < *n; ++k) {
       done += c[k].op == gw::Op::kRecv;
       // A receive never reports more bytes than its buffer holds.
-      if (c[k].op == gw::Op::kRecv && c[k].code == gw::Code::kOk && c[k].ep == ep &&
-          (c[k].wr_id >= caps.size() || c[k].len > caps[c[k].wr_id]))
-        std::abort();
+      if (c[k].ep == ep && !r.fits(c[k])) std::abort();
     }
     if (ep && !ep->status().ok()) return done;  // failed or closed: nothing more will come
   }
@@ -66,17 +65,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::fuzz::Input in(data, size);
   const uint8_t mode = in.u8();
-  std::vector<std::vector<uint8_t>> bufs;
-  std::vector<gw::RecvRequest> recvs;
-  std::vector<size_t> caps;
-  for (int i = 0; i < (mode & 3); ++i) {
-    size_t len = in.u16() % 8192;
-    uint8_t tag = in.u8();
-    bufs.emplace_back(len);
-    caps.push_back(len);
-    recvs.push_back({bufs.back().data(), len, tag == 0xff ? gw::kAnyTag : tag,
-                     static_cast<uint64_t>(i), nullptr});
-  }
+  const gw::fuzz::Receives r(in, mode & 3);
   if (mode & 0x80) {  // junk as the hello: the transport reads it before any connect()
     // A junk hello that is valid stays parked (with its socket) for the transport's life:
     // a fresh transport every 256 such inputs bounds that, without paying an open per input.
@@ -86,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (fd < 0) std::abort();
     gw::fuzz::write_all(fd, in.rest());
     ::shutdown(fd, SHUT_WR);
-    pump(*t, nullptr, caps, 4);
+    pump(*t, nullptr, r, 4);
     ::close(fd);
     return 0;
   }
@@ -109,13 +98,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto ep = t->connect({t->address(), key, false, 1, "fuzz peer"}, gw::Deadline(gw::Millis(2000)));
   if (!ep.ok()) std::abort();  // a valid hello must connect
   size_t posted = 0;
-  if (!recvs.empty()) {
-    auto k = any ? t->post_recv_any(recvs) : (*ep)->post_recv(recvs);
+  if (!r.reqs.empty()) {
+    auto k = any ? t->post_recv_any(r.reqs) : (*ep)->post_recv(r.reqs);
     posted = k.ok() ? *k : 0;
   }
   gw::fuzz::write_all(fd, in.rest());
   ::shutdown(fd, SHUT_WR);
-  const size_t done = pump(*t, ep->get(), caps, 64);
+  const size_t done = pump(*t, ep->get(), r, 64);
   ::close(fd);
   if (any && done < posted) {
     ep->reset();

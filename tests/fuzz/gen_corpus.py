@@ -134,6 +134,32 @@ put("fuzz_tcp_frames", "hello", b"\x80" + tcp_hdr(2, 0, 7, 1, 0, 0))
 put("fuzz_tcp_frames", "too_long", b"\x01" + u16(4) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
     b"0123456789")
 
+# fuzz_tcp_frames_core: mode (bits 2-3: streams - 1; bit 4: receives posted last), receives,
+# then segments: stream byte, u16 length, bytes
+def tcp_seg(stream, b): return bytes([stream]) + u16(len(b)) + b
+
+
+tcp_core = {
+    "one_msg": b"\x01" + u16(100) + b"\x05" + tcp_seg(0, tcp_hdr(1, 10, 5, 10, 0, 0) + b"0123456789"),
+    # a header cut across two segments, then its payload
+    "split_header": b"\x01" + u16(100) + b"\x05" + tcp_seg(0, tcp_hdr(1, 4, 5, 4, 0, 0)[:20]) +
+    tcp_seg(0, tcp_hdr(1, 4, 5, 4, 0, 0)[20:] + b"abcd"),
+    # two streams: message 1's chunk comes first on stream 1 and stalls until message 0 is in
+    "stall": b"\x06" + u16(100) + b"\x05" + u16(100) + b"\x06" +
+    tcp_seg(1, tcp_hdr(1, 3, 6, 3, 1, 0) + b"xyz") + tcp_seg(0, tcp_hdr(1, 2, 5, 2, 0, 0) + b"ab"),
+    # a message striped over two streams
+    "striped": b"\x05" + u16(100) + b"\x05" + tcp_seg(0, tcp_hdr(1, 4, 5, 8, 0, 0) + b"abcd") +
+    tcp_seg(1, tcp_hdr(1, 4, 5, 8, 0, 4) + b"efgh"),
+    # buffered as unexpected, then matched by a receive posted after it
+    "unexpected": b"\x11" + u16(100) + b"\x09" + tcp_seg(0, tcp_hdr(1, 3, 9, 3, 0, 0) + b"xyz"),
+    "any_source": b"\x41" + u16(64) + b"\xff" + tcp_seg(0, tcp_hdr(1, 2, 77, 2, 0, 0) + b"hi"),
+    "too_long": b"\x01" + u16(4) + b"\x05" + tcp_seg(0, tcp_hdr(1, 10, 5, 10, 0, 0) + b"0123456789"),
+    "hello_on_stream": b"\x00" + tcp_seg(0, tcp_hdr(2, 0, 7, 1, 0, 0)),
+    "outside": b"\x01" + u16(100) + b"\x05" + tcp_seg(0, tcp_hdr(1, 10, 5, 4, 0, 0) + bytes(10)),
+}
+for name, data in tcp_core.items():
+    put("fuzz_tcp_frames_core", name, data)
+
 
 # dpdk frames: flags, [recv size, tag], frames (u16 length + gradwire header + payload)
 def wire(typ, seg, seq=0, ack=0, sack=0, msg_id=0, wnd=64, tag=0, msg_len=0, off=0):

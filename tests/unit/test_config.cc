@@ -171,6 +171,26 @@ TEST(Config, DumpIsValidTomlOfEveryKey) {
   std::remove(p.c_str());
 }
 
+// What was set and the declared defaults (not copied into a Config) read and dump alike.
+TEST(Config, DefaultsAndSetValuesKeepTheirOrigins) {
+  auto p = write_file("[testsec]\ncount = 7\n");
+  auto c = Config::load(p);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->origin_of("testsec.count"), "config " + p);
+  EXPECT_EQ(c->origin_of("testsec.name"), "default");
+  EXPECT_EQ(c->origin_of("testsec.nope"), "undeclared");
+  EXPECT_EQ(c->get_int("testsec.nope").status().code(), Code::kInternal);
+  EXPECT_EQ(c->get_string("testsec.nope").status().code(), Code::kInternal);
+  auto text = c->dump();
+  EXPECT_NE(text.find("count = 7  # config " + p + "; a count\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("name = \"abc\"  # default; a name\n"), std::string::npos) << text;
+  ASSERT_TRUE(c->set("testsec.name", "x", "test").ok());
+  EXPECT_EQ(c->origin_of("testsec.name"), "test");
+  EXPECT_EQ(c->get_string("testsec.name").value(), "x");
+  EXPECT_EQ(c->get_int("testsec.count").value(), 7);
+  std::remove(p.c_str());
+}
+
 TEST(Config, ShippedFileLoads) {
   const char* path = std::getenv("GW_REPO_CONF");
   ASSERT_NE(path, nullptr) << "meson passes GW_REPO_CONF=conf/gradwire.toml";
