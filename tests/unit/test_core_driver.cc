@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core_fixture.h"
 #include "gw_core.h"
 #include "log.h"
 
@@ -36,15 +37,7 @@ class DriverEndpoint final : public Endpoint, private RecvHooks {
   void claimed(int m) override { claims.push_back(m); }
 };
 
-struct CoreDriver : ::testing::Test {
-  void SetUp() override { t.init("test", log::get("gw.test"), 16, 8, 100); }
-  std::vector<Completion> drain() {
-    std::vector<Completion> out(64);
-    out.resize(t.sink().drain(out));
-    return out;
-  }
-  TransportCore t;
-};
+using CoreDriver = CoreFixture;
 
 TEST_F(CoreDriver, DeferredMessageHoldsNoBudgetAndItsClaimReachesTheDriver) {
   DriverEndpoint a(&t, 1, 8, 8);
