@@ -41,6 +41,13 @@ struct Desc {
   bool operator==(const Desc&) const = default;
 };
 std::string describe(const Desc& d);
+/// "allreduce #3(...) on rank 1 of 4": where a call's errors come from.
+std::string where(const Desc& mine, int rank, int n);
+/// The check of a call descriptor `d` (`len` bytes, as received from `peer`) against this
+/// rank's `mine`: OK only for the same call; else InvalidArgument naming both calls (or the
+/// pair a relayed mismatch carries, when `len` holds two). Reads `d` only within `len`.
+/// Pure (no Communicator): fuzz_coll_desc_core calls it as Communicator::Impl does.
+Status check_desc(const Desc& mine, int rank, int n, int peer, const Desc* d, size_t len);
 
 /// A grow-only, registered host buffer: nothing is allocated or registered again once it is
 /// big enough.

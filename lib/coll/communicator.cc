@@ -105,7 +105,11 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
 Algo Communicator::choose_algo(size_t bytes) const { return impl_->auto_algo(bytes); }
 
 std::string Communicator::Impl::where(const Task& op) const {
-  return coll::describe(op.desc) + " on rank " + std::to_string(rank) + " of " + std::to_string(n);
+  return coll::where(op.desc, rank, n);
+}
+
+std::string coll::where(const Desc& mine, int rank, int n) {
+  return describe(mine) + " on rank " + std::to_string(rank) + " of " + std::to_string(n);
 }
 
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
@@ -372,20 +376,24 @@ void Communicator::Impl::dispatch(const Completion& c) {
 
 Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc* d,
                                       size_t len) const {
-  const bool whole = len >= sizeof(coll::Desc) && d->magic == op.desc.magic;
-  if (whole && *d == op.desc) return Status();
-  if (whole && d->relayed && len >= 2 * sizeof(coll::Desc)) {  // see rd_relay()
+  return coll::check_desc(op.desc, rank, n, peer, d, len);
+}
+
+Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc* d, size_t len) {
+  const bool whole = len >= sizeof(Desc) && d->magic == mine.magic;
+  if (whole && *d == mine) return Status();
+  if (whole && d->relayed && len >= 2 * sizeof(Desc)) {  // see rd_relay()
     return Status(Code::kInvalidArgument,
-                  where(op) + ": rank " + std::to_string(d->origin) + " found that rank " +
-                      std::to_string(d[1].origin) + " called " +
-                      (d[1].magic == d->magic ? coll::describe(d[1]) : "something else") +
-                      " while rank " + std::to_string(d->origin) + " called " + coll::describe(*d) +
+                  where(mine, rank, n) + ": rank " + std::to_string(d->origin) +
+                      " found that rank " + std::to_string(d[1].origin) + " called " +
+                      (d[1].magic == d->magic ? describe(d[1]) : "something else") +
+                      " while rank " + std::to_string(d->origin) + " called " + describe(*d) +
                       " (passed on by rank " + std::to_string(peer) + ")" + kSameCall);
   }
-  return Status(Code::kInvalidArgument,
-                where(op) + ": rank " + std::to_string(peer) + " called " +
-                    (whole ? coll::describe(*d) : std::string("something else")) +
-                    " but this rank called " + coll::describe(op.desc) + kSameCall);
+  return Status(Code::kInvalidArgument, where(mine, rank, n) + ": rank " + std::to_string(peer) +
+                                            " called " +
+                                            (whole ? describe(*d) : std::string("something else")) +
+                                            " but this rank called " + describe(mine) + kSameCall);
 }
 
 Status Communicator::Impl::poll_once(Nanos wait) {

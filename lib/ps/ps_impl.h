@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,27 @@ Result<Settings> settle(const Group& g, const PsOptions& opts);
 /// the server's settings and layout: same options, every declared key once with its count.
 /// @return empty if it matches, else why not (the server says who refused whose table).
 std::string check_table(const Settings& s, const PsLayout& layout, const uint8_t* p, size_t len);
+
+/// "server rank 0" / "worker rank 3": ranks below `servers` serve.
+std::string who(int servers, int rank);
+/// "key 7 elements [0, 100)": part `part` of `layout`.
+std::string key_desc(const PsLayout& layout, uint32_t part);
+/// Whether a control receive of `len` bytes holding `m` is one of ours (sent whole, magic).
+inline bool ctrl_ok(const CtrlMsg& m, size_t len) {
+  return len == sizeof(CtrlMsg) && m.magic == kMagic;
+}
+// A server's checks of what a worker sends once the tables matched (PsServer's data path;
+// pure, for fuzz_ps_msgs_core). `local`: global part id -> index of the part on this server,
+// -1 where another server holds it. @return empty if the server may act on it, else why not
+// (the server puts its own name and ": " in front).
+/// A pull (ctrl_ok, type kPull) from `rank`: from a worker, of a part held here, for exactly
+/// the part's bytes, at a clock that fits the server's signed clocks.
+std::string check_pull(const Settings& s, const PsLayout& layout, std::span<const int32_t> local,
+                       int rank, const CtrlMsg& m);
+/// A push of part `part` (held here) from `rank`, completed with `code` and `len` bytes: from
+/// a worker, whole (the transport says InvalidArgument for one longer than the part).
+std::string check_push(const Settings& s, const PsLayout& layout, uint32_t part, int rank,
+                       Code code, size_t len);
 
 /// Page-aligned registered float/byte buffer.
 class RegMem {

@@ -88,15 +88,19 @@ PsPeer::PsPeer(Group& g, Settings s, PsLayout layout, const char* role)
       bye_(static_cast<size_t>(g.size()), 0),
       bye_pushes_(static_cast<size_t>(g.size()), 0) {}
 
-std::string PsPeer::who(int rank) const {
-  return std::string(is_server(rank) ? "server" : "worker") + " rank " + std::to_string(rank);
+std::string who(int servers, int rank) {
+  return std::string(rank < servers ? "server" : "worker") + " rank " + std::to_string(rank);
 }
 
-std::string PsPeer::key_desc(uint32_t part) const {
-  const PsPart& p = layout_.parts()[part];
-  return "key " + std::to_string(layout_.keys()[p.key_index].key) + " elements [" +
+std::string key_desc(const PsLayout& layout, uint32_t part) {
+  const PsPart& p = layout.parts()[part];
+  return "key " + std::to_string(layout.keys()[p.key_index].key) + " elements [" +
          std::to_string(p.offset) + ", " + std::to_string(p.offset + p.count) + ")";
 }
+
+std::string PsPeer::who(int rank) const { return ps::who(s_.o.servers, rank); }
+
+std::string PsPeer::key_desc(uint32_t part) const { return ps::key_desc(layout_, part); }
 
 Status PsPeer::init_peer() {
   GW_RETURN_IF_ERROR(ctrl_rx_.alloc(t_, kCtrlRecvs * sizeof(CtrlMsg), "control receives"));
@@ -204,7 +208,7 @@ bool PsPeer::handle_common(const Completion& c) {
   }
   const auto* m =
       reinterpret_cast<const CtrlMsg*>(ctrl_rx_.data() + wr_index(c.wr_id) * sizeof(CtrlMsg));
-  if (c.len != sizeof(CtrlMsg) || m->magic != kMagic) {
+  if (!ctrl_ok(*m, c.len)) {
     log_->warn("{}: dropped a malformed control message ({} bytes) from {}", me_, c.len,
                who(c.peer_id));
   } else {

@@ -30,13 +30,9 @@ void PsServer::Impl::dispatch(const Completion& c) {
     if (c.code != Code::kOk && c.code != Code::kInvalidArgument) return;  // endpoint failed
     ++pushes_from_[rank];
     ++stats_.pushes;
-    const uint64_t want = p.count * sizeof(float);
-    if (c.code != Code::kOk || c.len != want || is_server(rank)) {
+    if (std::string why = ps::check_push(s_, layout_, p.id, rank, c.code, c.len); !why.empty()) {
       ++stats_.bad_requests;
-      (void)send_error(rank, Code::kInvalidArgument,
-                       me_ + ": push of " + key_desc(p.id) + " from " + who(rank) + " has " +
-                           std::to_string(c.len) + " bytes; the server expects " +
-                           std::to_string(want) + " (" + std::to_string(p.count) + " float32)");
+      (void)send_error(rank, Code::kInvalidArgument, me_ + ": " + why);
       repost(p, slot);
       return;
     }
@@ -70,23 +66,9 @@ void PsServer::Impl::reject_pull(int rank, const CtrlMsg& m, const std::string& 
 
 void PsServer::Impl::on_pull(int rank, const CtrlMsg& m) {
   ++stats_.pulls;
-  if (is_server(rank)) return reject_pull(rank, m, me_ + ": pull from a server rank");
-  if (m.part >= local_.size() || local_[m.part] < 0) {
-    return reject_pull(
-        rank, m,
-        me_ + ": pull of part " + std::to_string(m.part) + " from " + who(rank) +
-            (m.part < local_.size() ? " (" + key_desc(m.part) + ") which this server does not hold"
-                                    : " which does not exist (the layout has " +
-                                          std::to_string(local_.size()) + " parts)"));
-  }
+  if (std::string why = ps::check_pull(s_, layout_, local_, rank, m); !why.empty())
+    return reject_pull(rank, m, me_ + ": " + why);
   Part& p = parts_[static_cast<size_t>(local_[m.part])];
-  if (m.bytes != p.count * sizeof(float)) {
-    return reject_pull(rank, m,
-                       me_ + ": pull of " + key_desc(p.id) + " from " + who(rank) + " asks for " +
-                           std::to_string(m.bytes) + " bytes; the part has " +
-                           std::to_string(p.count * sizeof(float)) + " (" +
-                           std::to_string(p.count) + " float32)");
-  }
   Pull q{rank, static_cast<int64_t>(m.clock), m.slot, m.gen};
   if (!blocked(p) && servable(p, q.clock)) {
     serve_pull(p, q);

@@ -1,6 +1,7 @@
 // PsServer setup: shards and staging buffers, initial values, the key-table check with every
 // worker; the public calls.
 #include <algorithm>
+#include <cstdint>
 
 #include "log.h"
 #include "ps_server.h"
@@ -120,6 +121,40 @@ std::string ps::check_table(const Settings& s, const PsLayout& layout, const uin
     }
   }
   return {};
+}
+
+std::string ps::check_pull(const Settings& s, const PsLayout& layout,
+                           std::span<const int32_t> local, int rank, const CtrlMsg& m) {
+  if (rank < s.o.servers) return "pull from a server rank";
+  if (m.part >= local.size() || local[m.part] < 0) {
+    return "pull of part " + std::to_string(m.part) + " from " + who(s.o.servers, rank) +
+           (m.part < local.size()
+                ? " (" + key_desc(layout, m.part) + ") which this server does not hold"
+                : " which does not exist (the layout has " + std::to_string(local.size()) +
+                      " parts)");
+  }
+  const uint64_t count = layout.parts()[m.part].count;
+  if (m.bytes != count * sizeof(float)) {
+    return "pull of " + key_desc(layout, m.part) + " from " + who(s.o.servers, rank) +
+           " asks for " + std::to_string(m.bytes) + " bytes; the part has " +
+           std::to_string(count * sizeof(float)) + " (" + std::to_string(count) + " float32)";
+  }
+  // The server compares clocks as int64 (clock - staleness, clock - the part's clock): a
+  // clock past INT64_MAX would overflow there (found writing fuzz_ps_msgs_core).
+  if (m.clock > static_cast<uint64_t>(INT64_MAX)) {
+    return "pull of " + key_desc(layout, m.part) + " from " + who(s.o.servers, rank) +
+           " at clock " + std::to_string(m.clock) + ", more than a worker can count";
+  }
+  return {};
+}
+
+std::string ps::check_push(const Settings& s, const PsLayout& layout, uint32_t part, int rank,
+                           Code code, size_t len) {
+  const uint64_t count = layout.parts()[part].count, want = count * sizeof(float);
+  if (code == Code::kOk && len == want && rank >= s.o.servers) return {};
+  return "push of " + key_desc(layout, part) + " from " + who(s.o.servers, rank) + " has " +
+         std::to_string(len) + " bytes; the server expects " + std::to_string(want) + " (" +
+         std::to_string(count) + " float32)";
 }
 
 std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) const {

@@ -3,35 +3,27 @@
 // settings and layout come from the input. fuzz_ps_msgs reaches the same check through a
 // real server at ~300 exec/s; this one runs ~10^4 a second.
 // Input: mode byte, servers byte, staleness byte, min_part byte, layout byte (how many of
-// the keys below the server declares), then the table as received.
+// fuzz_ps_setup.h's keys the server declares), then the table as received.
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "fuzz_util.h"
-#include "ps_impl.h"
+#include "fuzz_ps_setup.h"
 
 GW_FUZZ_QUIET_INIT()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const gw::KeySpec kKeys[] = {{1, 8}, {2, 100}, {7, 1}, {uint64_t{1} << 40, 3}};
   gw::fuzz::Input in(data, size);
-  gw::ps::Settings s;
-  s.o.mode = static_cast<gw::Consistency>(in.u8() % 3);
-  s.o.servers = 1 + in.u8() % 3;
-  s.o.staleness = in.u8() % 4;
-  s.min_part = 1 + in.u8() % 8;
-  const size_t nkeys = 1 + in.u8() % std::size(kKeys);
-  auto layout = gw::PsLayout::make({kKeys, nkeys}, s.o.servers, s.min_part);
-  if (!layout.ok()) std::abort();  // these keys always make a layout
+  const auto [s, nkeys, layout] = gw::fuzz::read_ps_setup(in);
+  const auto& kKeys = gw::fuzz::kPsKeys;
   std::string_view table = in.rest();
   // Aligned, as the server's receive buffer is.
   std::vector<uint64_t> buf(table.size() / 8 + 1);
   std::memcpy(buf.data(), table.data(), table.size());
   const auto* p = reinterpret_cast<const uint8_t*>(buf.data());
-  std::string why = gw::ps::check_table(s, *layout, p, table.size());
+  std::string why = gw::ps::check_table(s, layout, p, table.size());
   if (!why.empty()) return 0;
   // Accepted: what the server goes on to rely on. The header's options are its own, the
   // length is exactly the keys announced, and every declared key is there with its count.

@@ -189,11 +189,11 @@ put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 40, tag=99) + client_hello)
 put("fuzz_dpdk_frames", "raw", b"\x10" + pkt(bytes(60)))
 
 # collectives: call, count, dtype, op, then messages (selector, u16 length, bytes)
-desc = struct.pack("<IBBBBBxxxQiI", 0x67776331, 0, 0, 0, 1, 0, 4, 0, 1)
+desc = struct.pack("<IBBBBBB6xQiI", 0x67776331, 0, 0, 0, 1, 0, 0, 4, 0, 1)  # coll::Desc
 put("fuzz_coll_desc", "allreduce_ring", bytes([0, 3, 0, 0]) + b"\x80" + u16(len(desc)) + desc +
     b"\x00" + u16(8) + bytes(8) + b"\x01" + u16(8) + bytes(8))
 put("fuzz_coll_desc", "bad_desc", bytes([0, 3, 0, 0]) + b"\x80" + u16(8) + bytes(8))
-desc_b = struct.pack("<IBBBBBxxxQiI", 0x67776331, 3, 0, 0, 0, 0, 4, 1, 1)
+desc_b = struct.pack("<IBBBBBB6xQiI", 0x67776331, 3, 0, 0, 0, 0, 0, 4, 1, 1)
 put("fuzz_coll_desc", "broadcast", bytes([0x23, 3, 0, 0]) + b"\x80" + u16(len(desc_b)) + desc_b +
     b"\x00" + u16(16) + bytes(16))
 put("fuzz_coll_desc", "barrier", bytes([4, 0, 0, 0]) + b"\x80" + u16(len(desc)) + desc)
@@ -228,6 +228,76 @@ put("fuzz_ps_table", "wrong_count",
 put("fuzz_ps_table", "missing", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, [(1, 8)]))
 put("fuzz_ps_table", "twice", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two + [(1, 8)]))
 put("fuzz_ps_table", "short", bytes([0, 0, 0, 3, 1]) + ps_table(0, 1, 0, 4, two)[:20])
+
+
+# coll::check_desc alone: kind, dtype, op, algo, flags (1 device, 2 overlay), count (u16), seq,
+# root, ranks - 1, rank, peer, then the received bytes (XORed over this rank's Desc if overlay)
+def coll_desc(kind=0, dtype=0, op=0, algo=1, device=0, relayed=0, origin=0, count=4, root=0,
+              seq=1, magic=0x67776331):  # coll::Desc, 32 bytes (count at offset 16)
+    return struct.pack("<IBBBBBBH4xQiI", magic, kind, dtype, op, algo, device, relayed, origin,
+                       count, root, seq)
+
+
+def coll_core(flags, data, kind=0, dtype=0, op=0, algo=1, count=4, seq=1, root=0, n=2, rank=0,
+              peer=1):
+    return bytes([kind, dtype, op, algo, flags]) + u16(count) + bytes([seq, root, n - 1, rank,
+                                                                       peer]) + data
+
+
+def xor(a, b): return bytes(x ^ y for x, y in zip(a, b))
+
+
+mine = coll_desc()
+put("fuzz_coll_desc_core", "same", coll_core(0, mine))
+put("fuzz_coll_desc_core", "same_overlay", coll_core(2, bytes(32)))
+put("fuzz_coll_desc_core", "other_count", coll_core(0, coll_desc(count=5)))
+put("fuzz_coll_desc_core", "other_dtype_device", coll_core(2, xor(mine, coll_desc(dtype=1,
+                                                                                 device=1))))
+put("fuzz_coll_desc_core", "short", coll_core(0, mine[:8]))
+put("fuzz_coll_desc_core", "bad_magic", coll_core(0, coll_desc(magic=0x12345678)))
+put("fuzz_coll_desc_core", "unknown_names", coll_core(0, coll_desc(kind=200, dtype=99, op=77,
+                                                                   algo=55)))
+put("fuzz_coll_desc_core", "relayed", coll_core(0, coll_desc(relayed=1, origin=3) +
+                                                coll_desc(count=9, origin=5), n=8, rank=2, peer=1))
+put("fuzz_coll_desc_core", "relayed_short", coll_core(0, coll_desc(relayed=1) + bytes(8)))
+put("fuzz_coll_desc_core", "broadcast", coll_core(0, coll_desc(kind=3, root=2, count=16), kind=3,
+                                                  root=2, count=16, n=4))
+put("fuzz_coll_desc_core", "barrier", coll_core(2, xor(mine, coll_desc(kind=4)), kind=4))
+
+
+# ps server data-path checks alone: mode, servers - 1, staleness, min_part - 1, declared keys
+# - 1, this server's rank, workers - 1, then messages: selector (bit 0 push; control: 2 whole,
+# 4 magic, 8 pull; push: 2 OK), sender rank, then control [u16 length] + CtrlMsg, or push part
+# byte + u32 length
+def ps_ctrl(typ, part=0, slot=0, gen=0, clock=0, nbytes=0, magic=0x47575053):
+    return struct.pack("<IBBHIIIIQQ", magic, typ, 0, 0, part, slot, gen, 0, clock, nbytes) + \
+        bytes(216)
+
+
+def ps_core(msgs, mode=0, servers=1, stal=0, min_part=4, nkeys=2, me=0, workers=1):
+    return bytes([mode, servers - 1, stal, min_part - 1, nkeys - 1, me, workers - 1]) + msgs
+
+
+def ps_push(rank, part, n, ok=True): return bytes([3 if ok else 1, rank, part]) + \
+    struct.pack("<I", n)
+
+
+put("fuzz_ps_msgs_core", "pull", ps_core(b"\x02\x01" + ps_ctrl(3, nbytes=32)))
+put("fuzz_ps_msgs_core", "pull_forced", ps_core(b"\x0e\x01" + ps_ctrl(0, part=1, nbytes=400)))
+put("fuzz_ps_msgs_core", "push", ps_core(ps_push(1, 0, 32) + ps_push(1, 1, 400)))
+put("fuzz_ps_msgs_core", "push_bad", ps_core(ps_push(1, 0, 31) + ps_push(0, 0, 32) +
+                                             ps_push(1, 0, 64, ok=False)))
+put("fuzz_ps_msgs_core", "pull_from_server", ps_core(b"\x02\x00" + ps_ctrl(3, nbytes=32)))
+put("fuzz_ps_msgs_core", "pull_no_part", ps_core(b"\x02\x01" + ps_ctrl(3, part=99, nbytes=32)))
+put("fuzz_ps_msgs_core", "pull_other_server",
+    ps_core(b"\x02\x02" + ps_ctrl(3, part=1, nbytes=400), servers=2, nkeys=4, me=1))
+put("fuzz_ps_msgs_core", "pull_wrong_bytes", ps_core(b"\x02\x01" + ps_ctrl(3, nbytes=33)))
+# clock 2^63 overflowed the server's int64 clock sums; refused now (the target aborts without)
+put("fuzz_ps_msgs_core", "pull_clock_2_63",
+    ps_core(b"\x02\x03" + ps_ctrl(3, clock=1 << 63, nbytes=32), mode=2, stal=3, workers=3))
+put("fuzz_ps_msgs_core", "bye_short_bad", ps_core(b"\x02\x01" + ps_ctrl(4) + b"\x00\x01" +
+                                                  u16(100) + ps_ctrl(3)[:100] + b"\x02\x01" +
+                                                  ps_ctrl(3, magic=0)))
 
 
 # rdma header messages (rdma_wire.h check_msg): lanes, eager_bytes, payload, send flags

@@ -4,26 +4,15 @@
 // be refused for its length, naming the count.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <thread>
 #include <vector>
 
-#include "gw_group.h"
 #include "gw_ps.h"
-#include "gw_store.h"
+#include "ps_group.h"
 #include "ps_impl.h"
 
 namespace gw {
 namespace {
-
-std::unique_ptr<Group> join(std::shared_ptr<Store> store, int rank) {
-  auto t = Transport::open("tcp:iface=lo");
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  if (!t.ok()) return nullptr;
-  auto g = Group::create(std::move(store), std::move(*t), rank, 2, Millis(10000));
-  EXPECT_TRUE(g.ok()) << g.status().to_string();
-  return g.ok() ? std::move(*g) : nullptr;
-}
 
 TEST(PsTable, KeyCountThatWrapsTheLengthCheckIsRefused) {
   const std::vector<KeySpec> keys{{1, 8}, {2, 100}};
@@ -35,14 +24,7 @@ TEST(PsTable, KeyCountThatWrapsTheLengthCheckIsRefused) {
     g1 = join(store, 1);
     if (!g1) return;
     // Two real keys, announced as 2^60 + 2: 16 * nkeys wraps to 32, so 32 + 32 = the length.
-    ps::TableHeader h;
-    h.mode = static_cast<uint8_t>(o.mode);
-    h.servers = 1;
-    h.min_part = 65536 / sizeof(float);  // ps.min_part_bytes' default, in elements
-    h.nkeys = (uint64_t{1} << 60) + keys.size();
-    std::vector<uint8_t> table(sizeof h + keys.size() * sizeof(KeySpec));
-    std::memcpy(table.data(), &h, sizeof h);
-    std::memcpy(table.data() + sizeof h, keys.data(), keys.size() * sizeof(KeySpec));
+    const std::vector<uint8_t> table = key_table(o, keys, (uint64_t{1} << 60) + keys.size());
     SendRequest s{table.data(), table.size(), ps::tag(ps::TagKind::kTable), 1, nullptr};
     ASSERT_EQ(g1->endpoint(0).post_send({&s, 1}).value(), 1u);
     Completion c[8];
