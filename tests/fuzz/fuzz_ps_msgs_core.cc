@@ -4,7 +4,7 @@
 // settings, layout and this server's rank come from the input. fuzz_ps_msgs reaches them
 // through a real server at ~300 exec/s, and only after a valid table.
 // Input: mode, servers, staleness, min_part, layout (fuzz_ps_setup.h), this server's rank,
-// workers; then up to 64 messages: a selector byte (bit 0: push, else control;
+// workers; then up to 16 messages: a selector byte (bit 0: push, else control;
 // control: bit 1 whole length, bit 2 our magic, bit 3 a pull; push: bit 1 completed OK) and the
 // sender's rank byte, then for control a u16 length (unless whole) and the 256-byte message,
 // for a push a part byte and a u32 length.
@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     held.push_back(id);
   }
 
-  for (int i = 0; i < 64 && in.size() > 0; ++i) {
+  for (int i = 0; i < 16 && in.size() > 0; ++i) {
     const uint8_t sel = in.u8();
     const int rank = in.u8() % ranks;  // the transport names a rank of the group
     if (sel & 1) {
