@@ -18,8 +18,9 @@
 // version and seg_len, bit 3 makes the receives any-source, bit 4 posts them after the frames.
 // Checks: no receive completes with more bytes than its buffer, no more completions than
 // requests, every frame a sends passes check_wire, and after each input the bus's pool has as
-// many mbufs in use as before it (none held or lost), no any-source receive is left and the
-// SYNs it parked are taken (so the next input finds the transport as this one did).
+// many mbufs in use as before it (none held or lost), no any-source receive and no byte of
+// the unexpected budget is left, and the SYNs it parked are taken (so the next input finds
+// the transport as this one did).
 #include "fuzz_dpdk.h"  // first: dpdk_target.h, the ISA of DPDK's inline functions
 
 #include <cstdlib>
@@ -202,6 +203,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   drain_peer();
   if (done > posted) std::abort();  // every completion is one of this input's requests
   if (t.core().any_posted() != 0) std::abort();
+  if (t.core().store().used() != 0) std::abort();  // unexpected bytes of no endpoint
   if (rte_mempool_in_use_count(r.pool) != r.in_use) std::abort();  // an mbuf held or lost
   return 0;
 }
