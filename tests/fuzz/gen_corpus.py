@@ -189,9 +189,10 @@ put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 40, tag=99) + client_hello)
 put("fuzz_dpdk_frames", "raw", b"\x10" + pkt(bytes(60)))
 
 
-# fuzz_dpdk_frames_core: flags (bit 0 passive endpoint, 3 any-source, 4 receives last, 5-6 their
-# number, 7 sends), [window byte], [sends: 1 + n % 4, each u16 length and tag], receives, then
-# frames: u16 word (length; bit 14 whole frame, bit 15 poll after it) and the bytes.
+# fuzz_dpdk_frames_core: flags (bit 0 passive endpoint, 1 keep connection ids, 2 force magic,
+# version and seg_len, 3 any-source, 4 receives last, 5-6 their number, 7 sends), [window byte],
+# [sends: 1 + n % 4, each u16 length and tag], receives, then frames: u16 word (length; bit 14
+# whole frame, bit 15 poll after it) and the bytes.
 def core_pkt(b, poll=False, raw=False):
     return u16(len(b) | (0x8000 if poll else 0) | (0x4000 if raw else 0)) + b
 
@@ -209,8 +210,9 @@ dpdk_core = {
     "two_segs": b"\x21\x40" + recv64 +
     core_pkt(wire(1, 4, seq=1, tag=5, msg_len=8, off=4) + b"efgh", poll=True) +
     core_pkt(wire(1, 4, seq=0, tag=5, msg_len=8) + b"abcd"),
-    "batch": b"\x41\x40" + recv64 + u16(64) + b"\x06" + core_pkt(wire(6, len(batch), msg_len=2) + batch),
-    # eight packets in flight; packets 3-5 held past the hole at 1: fast retransmit, then all
+    "batch": b"\x41\x40" + recv64 + u16(64) + b"\x06" +
+    core_pkt(wire(6, len(batch), msg_len=2) + batch),
+    # eight packets in flight; 4-6 held past the holes at 1-3: fast retransmit, then all acked
     "sack_fast": b"\x81\x40" + sends(10000) +
     core_pkt(wire(2, 0, ack=1, sack=0b111000), poll=True) + core_pkt(wire(2, 0, ack=8)),
     "sack_ext": b"\x81\x40" + sends(65535) +
@@ -228,11 +230,12 @@ dpdk_core = {
     "truncated": b"\x21\x40" + u16(4) + b"\x05" + core_pkt(data10),
     "raw": b"\x00" + core_pkt(bytes(60), raw=True),
     # 20 packets past a hole, none matchable yet: held until the limit (16), then dropped
-    "held_max": b"\x01\x40" + b"".join(core_pkt(wire(1, 1, seq=i, msg_id=i, tag=5, msg_len=1) + b"x")
-                                     for i in range(1, 21)),
+    "held_max": b"\x01\x40" +
+    b"".join(core_pkt(wire(1, 1, seq=i, msg_id=i, tag=5, msg_len=1) + b"x") for i in range(1, 21)),
 }
 for name, data in dpdk_core.items():
     put("fuzz_dpdk_frames_core", name, data)
+
 
 # collectives: call, count, dtype, op, then messages (selector, u16 length, bytes)
 desc = struct.pack("<IBBBBBxxxQiI", 0x67776331, 0, 0, 0, 1, 0, 4, 0, 1)
