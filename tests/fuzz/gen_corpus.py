@@ -229,6 +229,9 @@ dpdk_core = {
     "window_1": b"\x21\x01" + recv64 + core_pkt(wire(1, 10, seq=2, tag=5, msg_len=10) + bytes(10)),
     "truncated": b"\x21\x40" + u16(4) + b"\x05" + core_pkt(data10),
     "raw": b"\x00" + core_pkt(bytes(60), raw=True),
+    # a message's end twice, the later packet first (placed at once): its receive completes once
+    "end_twice": b"\x21\x40" + recv64 +
+    core_pkt(wire(1, 10, seq=1, tag=5, msg_len=10) + b"9876543210") + core_pkt(data10),
     # 20 packets past a hole, none matchable yet: held until the limit (16), then dropped
     "held_max": b"\x01\x40" +
     b"".join(core_pkt(wire(1, 1, seq=i, msg_id=i, tag=5, msg_len=1) + b"x") for i in range(1, 21)),
