@@ -1,20 +1,20 @@
 /// @file dpdk_frames.h
 /// Crafted frames for the dpdk tests that play a bad peer (test_dpdk_ring.cc,
-/// test_dpdk_bad_peer.cc): a transport's place on the ring bus, a frame around a gradwire
-/// header, an injector that puts frames on a receive ring. Thread-safety: none.
+/// test_dpdk_bad_peer.cc): a frame around a gradwire header (dpdk_frame.h), an injector that
+/// puts frames on a receive ring, a connected pair to inject into. Thread-safety: none.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
-#include <rte_udp.h>
 
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "dpdk_endpoint.h"
+#include "dpdk_frame.h"
 #include "dpdk_test_util.h"
 #include "gw_group.h"
 
@@ -23,48 +23,13 @@ namespace gw::dpdktest {
 using drv::dpdk::DpdkEndpoint;
 using drv::dpdk::WireHdr;
 
-struct Side {
-  rte_ether_addr mac;
-  uint32_t ip;
-  uint16_t port;
-  int ring;
-};
-
-inline Side side_of(const Transport& t) {
-  const auto a = gw::drv::dpdk::decode_addr(t.address().payload().data());
-  Side s{};
-  std::memcpy(s.mac.addr_bytes, a.mac, 6);
-  s.ip = a.ip;
-  s.port = a.port;
-  s.ring = a.ring;
-  return s;
-}
-
 // Ethernet/IPv4/UDP frame from `from` to `to` carrying `h` and `payload`, checksums valid.
 inline std::vector<uint8_t> frame(const Side& from, const Side& to, const WireHdr& h,
                                   const std::vector<uint8_t>& payload) {
-  using namespace drv::dpdk;
-  std::vector<uint8_t> f(kHdrsLen + payload.size());
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
-  eth->dst_addr = to.mac;
-  eth->src_addr = from.mac;
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + kEthLen);
-  ip->version_ihl = 0x45;
-  ip->time_to_live = 64;
-  ip->next_proto_id = IPPROTO_UDP;
-  ip->src_addr = from.ip;
-  ip->dst_addr = to.ip;
-  ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen));
-  ip->hdr_checksum = rte_ipv4_cksum(ip);
-  auto* udp = reinterpret_cast<rte_udp_hdr*>(f.data() + kEthLen + kIpLen);
-  udp->src_port = from.port;
-  udp->dst_port = to.port;
-  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen - kIpLen));
-  std::memcpy(f.data() + kEthLen + kIpLen + kUdpLen, &h, sizeof h);
-  if (!payload.empty()) std::memcpy(f.data() + kHdrsLen, payload.data(), payload.size());
-  udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-  return f;
+  std::string wire(sizeof h + payload.size(), '\0');
+  std::memcpy(wire.data(), &h, sizeof h);
+  if (!payload.empty()) std::memcpy(wire.data() + sizeof h, payload.data(), payload.size());
+  return wrap(from, to, wire);
 }
 
 class Injector {

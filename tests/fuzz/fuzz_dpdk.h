@@ -7,10 +7,8 @@
 
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 
-#include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
-#include <rte_udp.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "dpdk_endpoint.h"
+#include "dpdk_frame.h"
 #include "dpdk_wire.h"
 
 namespace gw::fuzz {
@@ -39,48 +38,12 @@ inline std::unique_ptr<Transport> dpdk_open(const char* spec) {
   return std::move(*t);
 }
 
-/// Where a transport is on the ring bus.
-struct DpdkSide {
-  rte_ether_addr mac;
-  uint32_t ip;
-  uint16_t port;
-  int ring;
-};
-
-inline DpdkSide dpdk_side(const Transport& t) {
-  const auto a = drv::dpdk::decode_addr(t.address().payload().data());
-  DpdkSide s{};
-  std::memcpy(s.mac.addr_bytes, a.mac, 6);
-  s.ip = a.ip;
-  s.port = a.port;
-  s.ring = a.ring;
-  return s;
-}
-
-/// A frame from `from` to `to` around `wire` (a gradwire header and payload).
+/// Where a transport is on the ring bus; frames from one to another (tests/dpdk/dpdk_frame.h).
+using DpdkSide = dpdktest::Side;
+inline DpdkSide dpdk_side(const Transport& t) { return dpdktest::side_of(t); }
 inline std::vector<uint8_t> dpdk_wrap(const DpdkSide& from, const DpdkSide& to,
                                       std::string_view wire) {
-  using namespace drv::dpdk;
-  std::vector<uint8_t> f(kDpdkOuter + wire.size());
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
-  eth->dst_addr = to.mac;
-  eth->src_addr = from.mac;
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + kEthLen);
-  ip->version_ihl = 0x45;
-  ip->time_to_live = 64;
-  ip->next_proto_id = IPPROTO_UDP;
-  ip->src_addr = from.ip;
-  ip->dst_addr = to.ip;
-  ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen));
-  ip->hdr_checksum = rte_ipv4_cksum(ip);
-  auto* udp = reinterpret_cast<rte_udp_hdr*>(f.data() + kEthLen + kIpLen);
-  udp->src_port = from.port;
-  udp->dst_port = to.port;
-  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen - kIpLen));
-  if (!wire.empty()) std::memcpy(f.data() + kDpdkOuter, wire.data(), wire.size());
-  udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-  return f;
+  return dpdktest::wrap(from, to, wire);
 }
 
 /// What the input's flags ask of the gradwire header at the front of `wire` (if whole): unless
