@@ -15,8 +15,7 @@ secs=60 fast="" runs=-1 out=""
 # Targets that call the library's parsers directly: a few seconds is already ~10^5 inputs.
 pure="fuzz_address fuzz_rdma_msgs fuzz_store_core fuzz_store_client_core fuzz_ps_table"
 pure+=" fuzz_tcp_frames_core"
-pure+=" fuzz_coll_desc_core"
-pure+=" fuzz_ps_msgs_core"
+pure+=" fuzz_coll_desc_core fuzz_ps_msgs_core fuzz_dpdk_frames_core"
 while getopts "t:f:n:o:" o; do
   case $o in
     t) secs=$OPTARG ;;

@@ -165,6 +165,13 @@ void DpdkEndpoint::advance() {
       s.msg = mi;
     } else if (s.msg < 0) {
       s.msg = lookup_msg(s.h.msg_id);
+    } else if (lookup_msg(s.h.msg_id) != s.msg) {
+      // Placed on arrival into a message that an earlier packet has finished since (a peer
+      // that sent its end twice): finishing it again would complete its receive twice.
+      fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                            peer_name_ + " belongs to message " +
+                                            std::to_string(s.h.msg_id) + ", already complete"));
+      return;
     }
     const int mi = s.msg;
     const bool last = s.h.offset + s.h.seg_len == s.h.msg_len;

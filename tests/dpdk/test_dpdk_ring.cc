@@ -13,6 +13,7 @@
 
 #include "conformance.h"
 #include "dpdk_endpoint.h"
+#include "dpdk_frames.h"
 #include "dpdk_test_util.h"
 
 namespace gw::dpdktest {
@@ -22,7 +23,6 @@ using conformance::TransportCase;
 using drv::dpdk::DpdkEndpoint;
 using drv::dpdk::WireHdr;
 
-constexpr Nanos kMinute = std::chrono::seconds(60);
 const std::vector<size_t> kSmallSizes = {0, 1, 1407, 1408, 1409, 65536, (1 << 20) + 3};
 
 void pair_plan(const std::string& spec, const std::vector<size_t>& sizes, int reps) {
@@ -119,101 +119,11 @@ TEST(DpdkRing, SmallMessagesBatchedUnderLossBitExact) {
   });
 }
 
-// --- crafted frames ---
-
-struct Side {
-  rte_ether_addr mac;
-  uint32_t ip;
-  uint16_t port;
-  int ring;
-};
-
-Side side_of(const Transport& t) {
-  const auto a = gw::drv::dpdk::decode_addr(t.address().payload().data());
-  Side s{};
-  std::memcpy(s.mac.addr_bytes, a.mac, 6);
-  s.ip = a.ip;
-  s.port = a.port;
-  s.ring = a.ring;
-  return s;
-}
-
-// Ethernet/IPv4/UDP frame from `from` to `to` carrying `h` and `payload`, checksums valid.
-std::vector<uint8_t> frame(const Side& from, const Side& to, const WireHdr& h,
-                           const std::vector<uint8_t>& payload) {
-  using namespace drv::dpdk;
-  std::vector<uint8_t> f(kHdrsLen + payload.size());
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
-  eth->dst_addr = to.mac;
-  eth->src_addr = from.mac;
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + kEthLen);
-  ip->version_ihl = 0x45;
-  ip->time_to_live = 64;
-  ip->next_proto_id = IPPROTO_UDP;
-  ip->src_addr = from.ip;
-  ip->dst_addr = to.ip;
-  ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen));
-  ip->hdr_checksum = rte_ipv4_cksum(ip);
-  auto* udp = reinterpret_cast<rte_udp_hdr*>(f.data() + kEthLen + kIpLen);
-  udp->src_port = from.port;
-  udp->dst_port = to.port;
-  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - kEthLen - kIpLen));
-  std::memcpy(f.data() + kEthLen + kIpLen + kUdpLen, &h, sizeof h);
-  if (!payload.empty()) std::memcpy(f.data() + kHdrsLen, payload.data(), payload.size());
-  udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
-  return f;
-}
-
-class Injector {
- public:
-  explicit Injector(rte_ring* r) : ring_(r) {
-    pool_ = rte_pktmbuf_pool_create("gwtest_inject", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
-  }
-  ~Injector() { rte_mempool_free(pool_); }
-  bool ok() const { return pool_ && ring_; }
-  void send(const std::vector<uint8_t>& f) {
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    ASSERT_NE(m, nullptr);
-    if (!f.empty())
-      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-    while (rte_ring_enqueue(ring_, m) != 0) std::this_thread::yield();
-    ++sent_;
-  }
-  int sent() const { return sent_; }
-
- private:
-  rte_ring* ring_;
-  rte_mempool* pool_ = nullptr;
-  int sent_ = 0;
-};
+// --- crafted frames (dpdk_frames.h) ---
 
 uint64_t dropped(std::map<std::string, uint64_t> s) {
   return s["bad_frames"] + s["bad_checksum"] + s["not_for_us"] + s["unknown_conn"] +
          s["bad_header"] + s["dup_pkts"] + s["window_drops"] + s["bad_segment"];
-}
-
-// A data header from rank 1 to `ep` (rank 0's endpoint), lengths and numbers left to the test.
-WireHdr data_hdr(const DpdkEndpoint& ep) {
-  WireHdr h{};
-  h.magic = drv::dpdk::kMagic;
-  h.version = drv::dpdk::kVersion;
-  h.type = static_cast<uint8_t>(drv::dpdk::PktType::kData);
-  h.dst_conn = ep.conn();
-  h.src_conn = ep.remote_conn();
-  return h;
-}
-
-// A few messages both ways between ranks 0 (`a`) and 1 (`b`).
-void exchange_some(Group& a, Group& b) {
-  std::thread tb([&] { EXPECT_TRUE(run_plan(b, 0, {10, 20, 3000}, 1, kMinute).ok()); });
-  EXPECT_TRUE(run_plan(a, 1, {10, 20, 3000}, 1, kMinute).ok());
-  tb.join();
-}
-
-void drive(Group& g, int polls) {
-  Completion c[16];
-  for (int i = 0; i < polls; ++i) (void)g.transport().cq().poll(c);
 }
 
 TEST(DpdkRing, BadFramesAreDroppedAndCounted) {

@@ -1,7 +1,7 @@
 /// @file fuzz_recvs.h
-/// The receives the tcp targets post, read off their input (fuzz_tcp_frames,
-/// fuzz_tcp_frames_core): for each, a size (u16, modulo 8192) and a tag byte (0xff: any tag);
-/// wr_id is its index. Thread-safety: none.
+/// The receives the frame targets post, read off their input (fuzz_tcp_frames,
+/// fuzz_tcp_frames_core, fuzz_dpdk_frames_core): for each, a size (u16, modulo 8192) and a tag
+/// byte (0xff: any tag); wr_id is its index. Thread-safety: none.
 #pragma once
 
 #include <cstdint>

@@ -188,6 +188,58 @@ client_hello = struct.pack("<IBBH", 0x31415747, 1, 0, 0) + bytes(32)
 put("fuzz_dpdk_frames", "syn", b"\x02" + pkt(wire(3, 40, tag=99) + client_hello))
 put("fuzz_dpdk_frames", "raw", b"\x10" + pkt(bytes(60)))
 
+
+# fuzz_dpdk_frames_core: flags (bit 0 passive endpoint, 1 keep connection ids, 2 force magic,
+# version and seg_len, 3 any-source, 4 receives last, 5-6 their number, 7 sends), [window byte],
+# [sends: 1 + n % 4, each u16 length and tag], receives, then frames: u16 word (length; bit 14
+# whole frame, bit 15 poll after it) and the bytes.
+def core_pkt(b, poll=False, raw=False):
+    return u16(len(b) | (0x8000 if poll else 0) | (0x4000 if raw else 0)) + b
+
+
+def sends(*lens): return bytes([len(lens) - 1]) + b"".join(u16(n) + b"\x07" for n in lens)
+
+
+core_key = 0x6b6579  # the target's connection key
+server_hello = struct.pack("<IBBBB", 0x31415747, 1, 0, 1, 0) + bytes(64)  # keyless, taken
+data10 = wire(1, 10, tag=5, msg_len=10) + b"0123456789"
+recv64 = u16(64) + b"\x05"
+dpdk_core = {
+    "data_active": b"\x20" + recv64 + core_pkt(data10),
+    "data_passive": b"\x21\x40" + recv64 + core_pkt(data10),
+    "two_segs": b"\x21\x40" + recv64 +
+    core_pkt(wire(1, 4, seq=1, tag=5, msg_len=8, off=4) + b"efgh", poll=True) +
+    core_pkt(wire(1, 4, seq=0, tag=5, msg_len=8) + b"abcd"),
+    "batch": b"\x41\x40" + recv64 + u16(64) + b"\x06" +
+    core_pkt(wire(6, len(batch), msg_len=2) + batch),
+    # eight packets in flight; 4-6 held past the holes at 1-3: fast retransmit, then all acked
+    "sack_fast": b"\x81\x40" + sends(10000) +
+    core_pkt(wire(2, 0, ack=1, sack=0b111000), poll=True) + core_pkt(wire(2, 0, ack=8)),
+    "sack_ext": b"\x81\x40" + sends(65535) +
+    core_pkt(wire(2, 16, ack=2, sack=0xfff0) + struct.pack("<QQ", 0, 0), poll=True),
+    "batch_sends": b"\x81\x40" + sends(10, 20, 0, 30) + core_pkt(wire(2, 0, ack=1)),
+    "synack": b"\x20" + recv64 + core_pkt(wire(4, 72, tag=core_key) + server_hello, poll=True) +
+    core_pkt(data10),
+    "syn_again": b"\x01\x40" + core_pkt(wire(3, 40, tag=core_key) + client_hello) +
+    core_pkt(wire(3, 32, tag=core_key) + bytes(32)),
+    "syn_parked": b"\x00" + core_pkt(wire(3, 40, tag=99) + client_hello),
+    "fin_after_data": b"\x31\x40" + recv64 + core_pkt(data10, poll=True) + core_pkt(wire(5, 0)),
+    "unexpected_late": b"\x31\x40" + recv64 + core_pkt(data10),
+    "any_source": b"\x29\x40" + u16(64) + b"\xff" + core_pkt(data10),
+    "window_1": b"\x21\x01" + recv64 + core_pkt(wire(1, 10, seq=2, tag=5, msg_len=10) + bytes(10)),
+    "truncated": b"\x21\x40" + u16(4) + b"\x05" + core_pkt(data10),
+    "raw": b"\x00" + core_pkt(bytes(60), raw=True),
+    # a message's end twice, the later packet first (placed at once): its receive completes once
+    "end_twice": b"\x21\x40" + recv64 +
+    core_pkt(wire(1, 10, seq=1, tag=5, msg_len=10) + b"9876543210") + core_pkt(data10),
+    # 20 packets past a hole, none matchable yet: held until the limit (16), then dropped
+    "held_max": b"\x01\x40" +
+    b"".join(core_pkt(wire(1, 1, seq=i, msg_id=i, tag=5, msg_len=1) + b"x") for i in range(1, 21)),
+}
+for name, data in dpdk_core.items():
+    put("fuzz_dpdk_frames_core", name, data)
+
+
 # collectives: call, count, dtype, op, then messages (selector, u16 length, bytes)
 desc = struct.pack("<IBBBBBB6xQiI", 0x67776331, 0, 0, 0, 1, 0, 0, 4, 0, 1)  # coll::Desc
 put("fuzz_coll_desc", "allreduce_ring", bytes([0, 3, 0, 0]) + b"\x80" + u16(len(desc)) + desc +
