@@ -9,10 +9,12 @@
 #include <rte_ring.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "conformance.h"
 #include "dpdk_endpoint.h"
 #include "dpdk_frame.h"
 #include "dpdk_test_util.h"
@@ -79,5 +81,29 @@ inline void drive(Group& g, int polls) {
   Completion c[16];
   for (int i = 0; i < polls; ++i) (void)g.transport().cq().poll(c);
 }
+
+// Ranks 0 (`a`) and 1 over ring bus `ring` (transport spec `spec`), past a few messages, with an
+// injector onto rank 0's receive ring: where every bad-peer test starts. Call open() inside
+// ASSERT_NO_FATAL_FAILURE. Members go in reverse: the injector before the groups.
+struct BadPeerBed {
+  std::vector<std::unique_ptr<Group>> gs;
+  Group* a = nullptr;
+  DpdkEndpoint* ea = nullptr;  // rank 0's endpoint to rank 1
+  Side sa{}, sb{};
+  std::unique_ptr<Injector> inj;
+
+  void open(const char* ring, const char* spec) {
+    gs = conformance::make_groups(conformance::TransportCase{ring, "dpdk", spec}, 2);
+    ASSERT_EQ(gs.size(), 2u);
+    a = gs[0].get();
+    exchange_some(*a, *gs[1]);
+    ea = dynamic_cast<DpdkEndpoint*>(&a->endpoint(1));
+    ASSERT_NE(ea, nullptr);
+    sa = side_of(a->transport());
+    sb = side_of(gs[1]->transport());
+    inj = std::make_unique<Injector>(drv::dpdk::ring_bus_rx(ring, sa.ring));
+    ASSERT_TRUE(inj->ok());
+  }
+};
 
 }  // namespace gw::dpdktest

@@ -20,17 +20,12 @@ using conformance::TransportCase;
 // receive completed twice and the message's slot went twice on the free list (two messages
 // could then share one slot and its buffer).
 TEST(DpdkBadPeer, AMessageEndedTwiceCompletesItsReceiveOnce) {
-  TransportCase c{"twice", "dpdk", "dpdk:ring=twice"};
-  auto gs = conformance::make_groups(c, 2);
-  ASSERT_EQ(gs.size(), 2u);
-  Group& a = *gs[0];
-  Group& b = *gs[1];
-  exchange_some(a, b);
-  auto* ea = dynamic_cast<DpdkEndpoint*>(&a.endpoint(1));
-  ASSERT_NE(ea, nullptr);
-  const Side sa = side_of(a.transport()), sb = side_of(b.transport());
-  Injector inj(drv::dpdk::ring_bus_rx("twice", sa.ring));
-  ASSERT_TRUE(inj.ok());
+  BadPeerBed t;
+  ASSERT_NO_FATAL_FAILURE(t.open("twice", "dpdk:ring=twice"));
+  Group& a = *t.a;
+  DpdkEndpoint* ea = t.ea;
+  const Side sa = t.sa, sb = t.sb;
+  Injector& inj = *t.inj;
   std::vector<uint8_t> buf(64, 0);
   RecvRequest r{buf.data(), buf.size(), 77, 4242, nullptr};
   auto posted = a.endpoint(1).post_recv({&r, 1});

@@ -127,18 +127,15 @@ uint64_t dropped(std::map<std::string, uint64_t> s) {
 }
 
 TEST(DpdkRing, BadFramesAreDroppedAndCounted) {
-  TransportCase c{"junk", "dpdk", "dpdk:ring=junk"};
-  auto gs = conformance::make_groups(c, 2);
-  ASSERT_EQ(gs.size(), 2u);
-  Group& a = *gs[0];
-  Group& b = *gs[1];
-  // Some traffic first, so rank 0 has consumed packets an old sequence number can replay.
-  exchange_some(a, b);
-  Side sa = side_of(a.transport()), sb = side_of(b.transport());
-  auto* ea = dynamic_cast<DpdkEndpoint*>(&a.endpoint(1));
-  ASSERT_NE(ea, nullptr);
-  Injector inj(drv::dpdk::ring_bus_rx("junk", sa.ring));
-  ASSERT_TRUE(inj.ok());
+  // Some traffic first (open()), so rank 0 has consumed packets an old sequence number can
+  // replay.
+  BadPeerBed t;
+  ASSERT_NO_FATAL_FAILURE(t.open("junk", "dpdk:ring=junk"));
+  Group& a = *t.a;
+  Group& b = *t.gs[1];
+  DpdkEndpoint* ea = t.ea;
+  const Side sa = t.sa, sb = t.sb;
+  Injector& inj = *t.inj;
   WireHdr good = data_hdr(*ea);
   good.seq = 0;  // long consumed: a replay
   good.msg_len = 64;
@@ -257,17 +254,12 @@ TEST(DpdkRing, SilentPeerFailsPendingReceiveWithin2s) {
 // More malformed input (issue item 8): each dropped and counted under its reason; then a
 // message longer than the posted receive fails that receive without a byte written past it.
 TEST(DpdkRing, MoreBadFramesAndAnOversizeMessage) {
-  TransportCase c{"junk2", "dpdk", "dpdk:ring=junk2,max_message_bytes=1048576"};
-  auto gs = conformance::make_groups(c, 2);
-  ASSERT_EQ(gs.size(), 2u);
-  Group& a = *gs[0];
-  Group& b = *gs[1];
-  exchange_some(a, b);
-  auto* ea = dynamic_cast<DpdkEndpoint*>(&a.endpoint(1));
-  ASSERT_NE(ea, nullptr);
-  Side sa = side_of(a.transport()), sb = side_of(b.transport());
-  Injector inj(drv::dpdk::ring_bus_rx("junk2", sa.ring));
-  ASSERT_TRUE(inj.ok());
+  BadPeerBed t;
+  ASSERT_NO_FATAL_FAILURE(t.open("junk2", "dpdk:ring=junk2,max_message_bytes=1048576"));
+  Group& a = *t.a;
+  DpdkEndpoint* ea = t.ea;
+  const Side sa = t.sa, sb = t.sb;
+  Injector& inj = *t.inj;
   WireHdr good = data_hdr(*ea);
   good.seq = ea->rcv_nxt();
   good.msg_id = ea->next_match();
