@@ -44,6 +44,8 @@ struct Stream : PollItem {
   std::unique_ptr<uint8_t[]> tls_pack;
   // Send side: chunks queued in order; the head may be partly written.
   Ring<Chunk> txq;
+  static constexpr size_t kPackBytes = 256;  // frames up to this much go out through `pack`
+  uint8_t pack[kPackBytes];
   // Receive side.
   enum class Rx : uint8_t { kHeader, kPayload, kStalled } rx = Rx::kHeader;
   std::unique_ptr<uint8_t[]> stage;  // small frames are read in bulk through here
