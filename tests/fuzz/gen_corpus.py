@@ -120,7 +120,7 @@ for target in ("fuzz_store_client", "fuzz_store_client_core"):
 
 # tcp frames: mode, receives (u16 size, tag), then the peer's bytes
 def tcp_hdr(typ, chunk, tag, msg_len, seq, off):
-    return struct.pack("<IBBHIIQQQQ", 0x31575747, 1, typ, 0, chunk, 0, tag, msg_len, seq, off)
+    return struct.pack("<IBBHIIQQQQ16x", 0x31575747, 2, typ, 0, chunk, 0, tag, msg_len, seq, off)
 
 
 put("fuzz_tcp_frames", "one_msg", b"\x01" + u16(100) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
