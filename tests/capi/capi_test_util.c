@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,21 +28,33 @@ void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A port the kernel just handed out on loopback (closed again; rank 0 binds it). */
+/* A free port below the kernel's ephemeral range (closed again; rank 0 binds it). A port the
+ * kernel hands out on bind(0) can be handed to another process's socket before rank 0 binds it
+ * (seen beside a fuzzer opening thousands of listeners a second); below the range only an
+ * explicit bind takes it. */
 static int free_port(void) {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  socklen_t len = sizeof a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof a) != 0 ||
-      getsockname(s, (struct sockaddr*)&a, &len) != 0) {
-    perror("free_port");
-    exit(2);
+  int low = 32768, high = 60999;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    fclose(f);
   }
-  close(s);
-  return ntohs(a.sin_port);
+  if (low <= 11024) low = 32768; /* no room below it: fall back to the usual range's start */
+  srand((unsigned)getpid() ^ (unsigned)now_ms());
+  for (int tries = 0; tries < 200; ++tries) {
+    const int port = 10000 + rand() % (low - 10000);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons((uint16_t)port);
+    const int ok = s >= 0 && bind(s, (struct sockaddr*)&a, sizeof a) == 0;
+    if (s >= 0) close(s);
+    if (ok) return port;
+  }
+  fprintf(stderr, "free_port: no free port in 10000-%d\n", low - 1);
+  exit(2);
 }
 
 int run_ranks(int size, rank_fn fn, void* arg, int timeout_s) {
