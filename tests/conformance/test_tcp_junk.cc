@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "auth_case.h"
+#include "gw_auth.h"
 #include "conformance.h"
 #include "raw_peer.h"
 
@@ -328,6 +329,17 @@ const ListenerJunk kListenerJunk[] = {
     {"stream_index_out_of_range", [] { return frame_bytes(make_hello(21, 2, 5)); }, false, false},
     {"data_frame_first", [] { return with_payload(make_data_header(1, 8, 0, 0, 8), 8); }, false,
      false},
+    // A peer of wire version 1 (48-byte header) sends its hello and its authentication hello
+    // together: the 64 bytes read as a hello say version 1, refused before the hello timeout.
+    {"version_1_peer",
+     [] {
+       FrameHeader h = make_hello(21, 1, 0);
+       h.version = 1;
+       uint8_t a[auth::kClientHello];
+       auth::keyless_hello(a);
+       return frame_bytes(h).substr(0, 48) + std::string(reinterpret_cast<char*>(a), sizeof a);
+     },
+     false, false},
     {"truncated_hello_then_close", [] { return frame_bytes(make_hello(21, 1, 0)).substr(0, 20); },
      true, false},
     {"silent_connection", [] { return std::string(); }, false, true},
