@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "auth_case.h"
-#include "gw_auth.h"
 #include "conformance.h"
+#include "gw_auth.h"
 #include "raw_peer.h"
 
 namespace gw::conformance {
