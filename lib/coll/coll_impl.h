@@ -44,10 +44,16 @@ struct Communicator::Impl {
 
   // Failure notices and abort (coll_notice.cc).
   std::unique_ptr<coll::Notices> notices;
+  bool shut = false;       ///< shutdown() ran
   uint32_t notice_id = 0;  ///< this communicator's, in its notices' wr_ids
 
   explicit Impl(Group& g);  // both out of line (coll_notice.cc), where Notices is complete
   ~Impl();
+  /// What destruction does before freeing: a pending abort, the settle error, the notices.
+  void shutdown();
+  /// A call's requests may still be in the transport (a failed or unfinished call): its
+  /// receives, header receives and RDMA reads may still land in this Impl's memory.
+  bool transport_holds_requests() const;
 
   // Setup of one collective (communicator.cc).
   Result<coll::Task*> begin(coll::Kind kind, DataType dt, ReduceOp rop, size_t count,
@@ -130,5 +136,10 @@ struct Communicator::Impl {
   int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }
   std::string where(const coll::Task& op) const;
 };
+
+namespace coll {
+/// Keeps a destroyed communicator's Impl for the process's life (coll_notice.cc).
+void park_impl(std::unique_ptr<Communicator::Impl> im);
+}  // namespace coll
 
 }  // namespace gw

@@ -146,12 +146,40 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
 Communicator::Impl::Impl(Group& g) : group(g) {}
 
 Communicator::Impl::~Impl() {
-  if (!notices) return;
+  shutdown();
+  if (notices && notices->posted > 0) coll::park(std::move(notices));
+}
+
+void Communicator::Impl::shutdown() {
+  if (!notices || shut) return;
+  shut = true;
   abort_if_requested();  // requested while no thread drove the communicator
   if (!notices->settle.ok() && broken.ok()) fail_all(notices->settle);  // peers learn now
   if (notices->sends_pending) flush_notices();
-  if (notices->posted > 0) coll::park(std::move(notices));
 }
+
+bool Communicator::Impl::transport_holds_requests() const {
+  for (const coll::Task& op : ops)
+    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending > 0)
+      return true;
+  return false;
+}
+
+namespace coll {
+
+// A destroyed communicator whose calls' requests the transport may still hold: kept whole
+// (scratch, work and fusion buffers, received headers, notices), so a late receive or RDMA
+// read lands in memory that is still there rather than in the freed heap (seen: a rank
+// destroyed in the middle of a ring allreduce over rdma corrupted malloc's lists). Only on
+// failure paths; the user's buffers follow gw_coll.h's rule instead.
+void park_impl(std::unique_ptr<Communicator::Impl> im) {
+  static std::mutex mu;
+  static auto* v = new std::vector<std::unique_ptr<Communicator::Impl>>();
+  std::lock_guard<std::mutex> l(mu);
+  v->push_back(std::move(im));
+}
+
+}  // namespace coll
 
 void Communicator::Impl::count_post(int peer, bool is_send) {
   if (peer >= 0) ++(is_send ? notices->pend_to : notices->pend_from)[static_cast<size_t>(peer)];

@@ -43,7 +43,12 @@ using coll::Task;
 // ---- setup ---------------------------------------------------------------------------------
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (impl_ && impl_->transport_holds_requests()) {
+    impl_->shutdown();
+    coll::park_impl(std::move(impl_));
+  }
+}
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->n; }
 Status Communicator::status() const { return impl_->broken; }
