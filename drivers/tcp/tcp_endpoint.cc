@@ -37,10 +37,29 @@ Status TcpEndpoint::attach(std::vector<Fd> fds, std::vector<SslPtr> ssls) {
     ev.data.ptr = static_cast<PollItem*>(s.get());
     if (::epoll_ctl(t_->epoll_fd(), EPOLL_CTL_ADD, fd.get(), &ev) != 0)
       return Status(Code::kSystemError, "tcp: epoll_ctl(ADD) for " + peer_name_, errno);
+    s->watched = true;
     s->fd = std::move(fd);
     streams_.push_back(std::move(s));
   }
   return Status();
+}
+
+bool TcpEndpoint::watch(bool on) {
+  for (auto& s : streams_) {
+    if (s->watched == on || !s->fd) continue;  // a failed endpoint's sockets are closed
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = static_cast<PollItem*>(s.get());
+    if (::epoll_ctl(t_->epoll_fd(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->fd.get(), &ev) != 0) {
+      if (!on) continue;  // left in the set: it only costs the wake-ups it saves
+      fail(Status(Code::kSystemError, "tcp: epoll_ctl(ADD) for " + peer_name_, errno));
+      return false;
+    }
+    s->watched = on;
+    // Edges while out of the set were missed: read and write until the socket says EAGAIN.
+    s->readable = s->writable = true;
+  }
+  return true;
 }
 
 TcpEndpoint::~TcpEndpoint() {

@@ -26,6 +26,10 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// fd, handshake done) and join the transport's epoll set.
   Status attach(std::vector<Fd> fds, std::vector<SslPtr> ssls);
 
+  /// Add the streams to the transport's epoll set, or take them out. False: a stream could
+  /// not be added (the endpoint is failed with the reason).
+  bool watch(bool on);
+
   // --- data path (tcp_datapath.cc) ---
   void flush(Stream& s);
   void read(Stream& s);

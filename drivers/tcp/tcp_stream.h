@@ -37,8 +37,9 @@ struct Stream : PollItem {
   TcpEndpoint* ep = nullptr;
   bool readable = true;
   bool writable = true;
-  bool hup = false;  // the peer closed or errored: read until recv() says so
-  bool eof = false;  // the peer's FIN was read between two frames
+  bool hup = false;      // the peer closed or errored: read until recv() says so
+  bool eof = false;      // the peer's FIN was read between two frames
+  bool watched = false;  // in the transport's epoll set (TcpEndpoint::watch)
   // tcp.tls=on: the stream's TLS session (handshake done at set-up); small writes packed.
   SslPtr ssl;
   std::unique_ptr<uint8_t[]> tls_pack;

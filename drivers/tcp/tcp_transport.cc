@@ -356,7 +356,17 @@ Status TcpTransport::wait_events(int timeout_ms) {
   return Status();
 }
 
+void TcpTransport::watch_streams(bool on) {
+  direct_polls_ = 0;
+  if (unwatched_ != on) return;
+  for (TcpEndpoint* ep : eps_)
+    if (!ep->failed()) ep->watch(on);
+  unwatched_ = !on;
+  counters_.unwatches += !on;
+}
+
 Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms) {
+  if (timeout_ms != 0 && unwatched_) watch_streams(true);  // no sleep without its wake-ups
   size_t nstreams = 0;
   bool tx = false, ready = false;
   for (TcpEndpoint* ep : eps_) {
@@ -380,13 +390,25 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   }
   if (ready) timeout_ms = 0;
   // Busy polling few idle streams: a recv() each is cheaper than epoll_wait() + recv().
-  // Every 64th poll still asks epoll (listener, hang-ups, writability).
-  if (timeout_ms == 0 && nstreams > 0 && nstreams <= kDirectStreams && !tx &&
-      !listener_.has_pending() && (++polls_ & 63) != 0) {
-    for (TcpEndpoint* ep : eps_)
-      for (auto& sp : ep->streams_) sp->readable = !ep->failed();
-  } else {
-    GW_RETURN_IF_ERROR(wait_events(timeout_ms));
+  // Every 64th poll still asks epoll (listener, abort; hang-ups and writability while the
+  // streams are watched). Unwatched, they are tried for both every poll.
+  const bool direct =
+      timeout_ms == 0 && nstreams > 0 && nstreams <= kDirectStreams && !listener_.has_pending();
+  if (!direct) {
+    if (unwatched_) watch_streams(true);
+    direct_polls_ = 0;
+  } else if (!unwatched_ && ++direct_polls_ >= kUnwatchAfter) {
+    watch_streams(false);
+  }
+  const bool skip_epoll = direct && (!tx || unwatched_) && (++polls_ & 63) != 0;
+  if (!skip_epoll) GW_RETURN_IF_ERROR(wait_events(timeout_ms));
+  if (skip_epoll || unwatched_) {
+    for (TcpEndpoint* ep : eps_) {
+      for (auto& sp : ep->streams_) {
+        sp->readable = !ep->failed();
+        sp->writable |= unwatched_ && !ep->failed();
+      }
+    }
   }
   for (TcpEndpoint* ep : eps_) {
     for (auto& sp : ep->streams_) {
@@ -453,7 +475,9 @@ std::map<std::string, uint64_t> TcpTransport::stats() const {
                                        {"tls_handshakes", c.tls_handshakes},
                                        {"endpoints", eps_.size()},
                                        {"staged_tx_bytes", c.staged_tx_bytes},
-                                       {"staged_rx_bytes", c.staged_rx_bytes}};
+                                       {"staged_rx_bytes", c.staged_rx_bytes},
+                                       {"epoll_unwatches", c.unwatches},
+                                       {"streams_unwatched", unwatched_}};
   core_.add_stats(m);
   return m;
 }
@@ -464,6 +488,9 @@ Result<size_t> TcpCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
   return t_->progress(out, timeout_ms);
 }
 
-int TcpCq::wait_fd() const { return t_->epoll_fd(); }
+int TcpCq::wait_fd() const {
+  t_->watch_streams(true);  // whoever sleeps on the fd must hear the streams
+  return t_->epoll_fd();
+}
 
 }  // namespace gw::drv::tcp
