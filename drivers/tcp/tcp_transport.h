@@ -82,10 +82,10 @@ class TcpTransport final : public Transport {
   /// Progress; `timeout_ms` > 0 sleeps in epoll_wait first. With timeout 0 and at most
   /// kDirectStreams streams, the sockets are read directly (one recv each, as a busy-polling
   /// socket program would) instead of asking epoll first.
-  /// After kUnwatchAfter such polls in a row the streams also leave the epoll set: an
-  /// arriving packet then no longer runs epoll's callback under its lock (busy ping-pong
-  /// 3-4 % faster, BENCHMARKS.md). They rejoin before any sleep: a progress with a timeout,
-  /// or wait_fd() (as the rdma driver arms its channel there).
+  /// After kUnwatchAfter such polls in a row with nothing to send, the streams also leave the
+  /// epoll set: an arriving packet then no longer runs epoll's callback under its lock (busy
+  /// ping-pong 3-4 % faster, BENCHMARKS.md). They rejoin before any sleep (a progress with a
+  /// timeout, or wait_fd(), as the rdma driver arms its channel there) and any send.
   Result<size_t> progress(std::span<Completion> out, int timeout_ms = 0);
   static constexpr size_t kDirectStreams = 2;
   static constexpr uint32_t kUnwatchAfter = 1024;

@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <functional>
 #include <thread>
@@ -108,12 +109,16 @@ TEST_P(TcpUnwatch, ASendThatFillsTheSocketFinishes) {
   ASSERT_EQ(g.size(), 2u);
   Transport& a = g[0]->transport();
   ASSERT_NO_FATAL_FAILURE(spin_idle(a));
-  // Far beyond the socket buffers: the sender meets EAGAIN, and no EPOLLOUT will come.
-  constexpr size_t kLen = 16 << 20;
+  // Far beyond both socket buffers, and the peer reads only when told: the sender meets
+  // EAGAIN and must hear EPOLLOUT when the peer drains its socket.
+  constexpr size_t kLen = 64 << 20;
   std::vector<uint8_t> sbuf(kLen), rbuf(kLen);
   fill_pattern(sbuf.data(), kLen, 555);
   Completion rc{};
-  std::thread peer([&] {
+  std::atomic<bool> go{false};
+  std::jthread peer([&] {
+    Deadline told(std::chrono::seconds(5));
+    while (!go && !told.expired()) std::this_thread::sleep_for(Millis(1));
     RecvRequest r{rbuf.data(), kLen, 6, 2, nullptr};
     ASSERT_TRUE(g[1]->endpoint(0).post_recv({&r, 1}).ok());
     std::array<Completion, 4> out;
@@ -125,17 +130,24 @@ TEST_P(TcpUnwatch, ASendThatFillsTheSocketFinishes) {
   ASSERT_TRUE(g[0]->endpoint(1).post_send({&s, 1}).ok());
   std::array<Completion, 4> out;
   size_t got = 0;
-  Deadline d(std::chrono::seconds(30));
-  while (got == 0 && !d.expired()) {  // busy, as a spinning rank: never sleeps
-    auto n = a.cq().poll(out);
-    ASSERT_TRUE(n.ok()) << n.status().to_string();
-    got = *n;
-  }
+  auto spin = [&](Nanos t) {  // busy, as a spinning rank: never sleeps
+    Deadline d(t);
+    while (got == 0 && !d.expired()) {
+      auto n = a.cq().poll(out);
+      ASSERT_TRUE(n.ok()) << n.status().to_string();
+      got = *n;
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(spin(Millis(200)));
+  ASSERT_EQ(got, 0u) << "64 MiB went into the sockets of a peer that did not read";
+  const uint64_t unwatched = a.stats()["streams_unwatched"];
+  go = true;
+  ASSERT_NO_FATAL_FAILURE(spin(std::chrono::seconds(30)));
   peer.join();
   ASSERT_EQ(got, 1u) << "the send never finished";
   EXPECT_EQ(out[0].code, Code::kOk);
   EXPECT_EQ(out[0].wr_id, 9u);
-  EXPECT_EQ(a.stats()["streams_unwatched"], 1u) << "the send was made with the streams watched";
+  EXPECT_EQ(unwatched, 0u) << "a send waiting for room must be watched";
   expect_received(rc, rbuf, 555);
 }
 
