@@ -143,6 +143,8 @@ class CompletionQueue {
   /// @return the number written to `out`; an error only if the transport itself failed.
   virtual Result<size_t> poll(std::span<Completion> out) = 0;
   /// A file descriptor that becomes readable when progress may be possible; -1 if none.
+  /// Ask for it before each sleep on it, not once: a driver arms its notification here (rdma
+  /// its completion channel; tcp puts busy-polled sockets back into its epoll set).
   virtual int wait_fd() const = 0;
   /// Sleep up to `timeout_ms` until progress may be possible, then poll. The default sleeps on
   /// wait_fd(); a driver may override it to fold the sleep into its own event wait.
