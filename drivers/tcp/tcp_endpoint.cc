@@ -32,34 +32,38 @@ Status TcpEndpoint::attach(std::vector<Fd> fds, std::vector<SslPtr> ssls) {
     s->ep = this;
     s->txq.init(static_cast<size_t>(o.max_outstanding) + 1);
     s->stage.reset(new uint8_t[kStageSize]);
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = static_cast<PollItem*>(s.get());
-    if (::epoll_ctl(t_->epoll_fd(), EPOLL_CTL_ADD, fd.get(), &ev) != 0)
-      return Status(Code::kSystemError, "tcp: epoll_ctl(ADD) for " + peer_name_, errno);
-    s->watched = true;
     s->fd = std::move(fd);
+    GW_RETURN_IF_ERROR(set_watched(*s, true));
     streams_.push_back(std::move(s));
   }
   return Status();
 }
 
-bool TcpEndpoint::watch(bool on) {
+Status TcpEndpoint::set_watched(Stream& s, bool on) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.ptr = static_cast<PollItem*>(&s);
+  if (::epoll_ctl(t_->epoll_fd(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s.fd.get(), &ev) != 0) {
+    return Status(Code::kSystemError,
+                  std::string("tcp: epoll_ctl(") + (on ? "ADD" : "DEL") + ") for " + peer_name_,
+                  errno);
+  }
+  s.watched = on;
+  return Status();
+}
+
+void TcpEndpoint::watch(bool on) {
   for (auto& s : streams_) {
     if (s->watched == on || !s->fd) continue;  // a failed endpoint's sockets are closed
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = static_cast<PollItem*>(s.get());
-    if (::epoll_ctl(t_->epoll_fd(), on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->fd.get(), &ev) != 0) {
+    Status st = set_watched(*s, on);
+    if (!st.ok()) {
       if (!on) continue;  // left in the set: it only costs the wake-ups it saves
-      fail(Status(Code::kSystemError, "tcp: epoll_ctl(ADD) for " + peer_name_, errno));
-      return false;
+      fail(st);
+      return;
     }
-    s->watched = on;
     // Edges while out of the set were missed: read and write until the socket says EAGAIN.
     s->readable = s->writable = true;
   }
-  return true;
 }
 
 TcpEndpoint::~TcpEndpoint() {

@@ -26,9 +26,9 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// fd, handshake done) and join the transport's epoll set.
   Status attach(std::vector<Fd> fds, std::vector<SslPtr> ssls);
 
-  /// Add the streams to the transport's epoll set, or take them out. False: a stream could
-  /// not be added (the endpoint is failed with the reason).
-  bool watch(bool on);
+  /// Add the streams to the transport's epoll set, or take them out. A stream that cannot
+  /// be added fails the endpoint.
+  void watch(bool on);
 
   // --- data path (tcp_datapath.cc) ---
   void flush(Stream& s);
@@ -80,6 +80,8 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   void end_chunk(Stream& s);
   bool read_some(Stream& s, uint8_t* dst, size_t n, size_t* got);
   Status stream_error(const Stream& s, const char* what, int err) const;
+  /// One stream's socket into the transport's epoll set, or out of it.
+  Status set_watched(Stream& s, bool on);
 
   TcpTransport* t_;
   std::string remote_;

@@ -358,7 +358,7 @@ Status TcpTransport::wait_events(int timeout_ms) {
 
 void TcpTransport::watch_streams(bool on) {
   direct_polls_ = 0;
-  if (unwatched_ != on) return;
+  if (unwatched_ == !on) return;  // already so
   for (TcpEndpoint* ep : eps_)
     if (!ep->failed()) ep->watch(on);
   unwatched_ = !on;
