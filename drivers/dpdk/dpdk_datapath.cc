@@ -358,8 +358,9 @@ void DpdkEndpoint::timers(uint64_t now) {
     fail(Status(Code::kRemoteError,
                 "dpdk: peer " + peer_name_ + " (" + remote_ + ") sent nothing for " +
                     std::to_string((now - last_rx_) / 1'000'000) +
-                    " ms while requests were pending (dpdk.peer_timeout_ms); it exited, hung or "
-                    "stopped polling — check its log"));
+                    " ms while requests were pending (dpdk.peer_timeout_ms): its process is "
+                    "stopped, hung or gone (with transport.progress=caller, a rank computing "
+                    "that long outside gradwire looks the same) — check it"));
     return;
   }
   if (now - last_tx_ >= o.heartbeat_ns) {

@@ -72,9 +72,12 @@ GW_REGISTER_DRIVER(
     {"dpdk.rto_min_us", ConfigType::kInt, "2000", "smallest retransmission timeout"},
     {"dpdk.rto_max_ms", ConfigType::kInt, "200", "largest retransmission timeout (back-off cap)"},
     {"dpdk.peer_timeout_ms", ConfigType::kInt, "1500",
-     "a peer silent this long while requests are pending is dead (RemoteError); a rank that "
-     "does not poll for this long looks dead too"},
-    {"dpdk.heartbeat_ms", ConfigType::kInt, "100", "idle connections send an ack this often"},
+     "heartbeat timeout: a peer silent this long while requests are pending is stopped, hung "
+     "or gone (RemoteError naming it); its progress thread (transport.progress) keeps a rank "
+     "that computes outside gradwire heard"},
+    {"dpdk.heartbeat_ms", ConfigType::kInt, "100",
+     "idle connections send an ack this often (the heartbeat; sent by the progress thread "
+     "while the application computes)"},
     {"dpdk.linger_ms", ConfigType::kInt, "50",
      "a closing transport keeps its port this long when a peer had not closed, so that its "
      "last acks and FIN are read (memif frames vanish with the port)"},

@@ -178,6 +178,7 @@ Status DpdkTransport::init(const Config& cfg) {
 }
 
 DpdkTransport::~DpdkTransport() {
+  end_background();
   if (log_->should_log(spdlog::level::debug)) {
     std::string s;
     for (const auto& [k, v] : stats())

@@ -178,6 +178,10 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;
+  // The NIC acks; a thread would answer rendezvous and credits. auto leaves it off until its
+  // A/B on soft-RoCE is measured (transport.progress=thread turns it on).
+  props_.progress_thread = false;
+  props_.progress_tick_us = 20'000;
   core_.init("rdma", log_, opts_.cq_depth, opts_.max_outstanding, opts_.unexpected_bytes);
   stash_.resize(kPollBatch);
   log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}", dev_.name,
@@ -204,6 +208,7 @@ Status RdmaTransport::init_verbs() {
 }
 
 RdmaTransport::~RdmaTransport() {
+  end_background();
   parked_.clear();
   if (cq_verbs_ && armed_) {
     ibv_cq* cq = nullptr;

@@ -94,6 +94,11 @@ void TcpEndpoint::flush(Stream& s) {
       c.done += take;
       left -= take;
       if (c.done < total) break;
+      if (c.send_slot < 0) {  // a heartbeat
+        s.txq.pop();
+        if (s.txq.empty()) break;
+        continue;
+      }
       SendSlot& slot = sends_[c.send_slot];
       int idx = c.send_slot;
       if (c.stage_slot >= 0) release_tx_slot(s, c);
@@ -117,6 +122,7 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     std::string why;
     switch (tls_read(s.ssl.get(), dst, n, got, &why)) {
       case TlsIo::kOk:
+        heard_ = true;
         t_->counters_.bytes_received += *got;
         return true;
       case TlsIo::kWantRead:
@@ -139,6 +145,7 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     // skip the recv() that would only say EAGAIN -- unless the peer's FIN came with the data
     // (EPOLLRDHUP), which no later edge would report.
     if (static_cast<size_t>(r) < n && !s.hup) s.readable = false;
+    heard_ = true;
     t_->counters_.bytes_received += static_cast<uint64_t>(r);
     return true;
   }
@@ -176,6 +183,12 @@ void TcpEndpoint::read(Stream& s) {
           fail(Status(Code::kProtocolError, "tcp: malformed frame from " + peer_name_ + " (" +
                                                 remote_ + "): " + why + "; connection dropped"));
           return;
+        }
+        if (s.hdr.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
+          peer_live_ = (s.hdr.flags & kHeartbeatLive) != 0;
+          ++t_->counters_.heartbeats_received;
+          s.big = false;
+          continue;
         }
         if (s.hdr.type != static_cast<uint8_t>(FrameType::kData)) {
           ++t_->counters_.protocol_errors;

@@ -30,7 +30,7 @@ Status TcpEndpoint::attach(std::vector<Fd> fds, std::vector<SslPtr> ssls) {
     }
     s->kind = PollItem::kStream;
     s->ep = this;
-    s->txq.init(static_cast<size_t>(o.max_outstanding) + 1);
+    s->txq.init(static_cast<size_t>(o.max_outstanding) + 2);  // + a heartbeat
     s->stage.reset(new uint8_t[kStageSize]);
     s->fd = std::move(fd);
     GW_RETURN_IF_ERROR(set_watched(*s, true));

@@ -49,6 +49,12 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   void rx_copy_done(int m);
   bool has_tx_pool() const { return tx_pool_ != nullptr; }
 
+  // --- liveness (tcp_liveness.cc) ---
+  /// Every ~10 ms of progress: heartbeats out while `live` (this transport's progress thread
+  /// runs) and once when that changes; fails the endpoint when a live peer has sent nothing
+  /// for tcp.peer_timeout_ms while requests wait on it.
+  void liveness(uint64_t now, bool live);
+
   std::vector<std::unique_ptr<Stream>> streams_;
 
  private:
@@ -89,6 +95,12 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   std::vector<SendSlot> sends_;
   std::vector<int> free_sends_;
   std::vector<MsgExt> ext_;
+  // Liveness: bytes arrived since the last check (a plain store per read), the peer's last
+  // heartbeat flag, and the clock of the last arrival and the last heartbeat sent.
+  bool heard_ = false;
+  bool peer_live_ = false;
+  bool live_sent_ = false;
+  uint64_t last_rx_ns_ = 0, last_hb_ns_ = 0;
   uint64_t tx_seq_ = 0;
   uint64_t next_match_ = 0;
   size_t rr_ = 0;

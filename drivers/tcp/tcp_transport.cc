@@ -51,6 +51,12 @@ GW_REGISTER_DRIVER(
      "keepalive probe interval, so an idle dead peer is found (0: off)"},
     {"tcp.hello_timeout_ms", ConfigType::kInt, "5000",
      "an accepted connection must identify itself within this time"},
+    {"tcp.heartbeat_ms", ConfigType::kInt, "100",
+     "while its progress thread runs (transport.progress), a rank sends each peer a "
+     "heartbeat this often"},
+    {"tcp.peer_timeout_ms", ConfigType::kInt, "1500",
+     "a peer whose progress thread runs and that sent nothing for this long while requests "
+     "wait on it is stopped or hung: its endpoint fails naming it"},
     {"tcp.staging_chunk_bytes", ConfigType::kInt, "524288",
      "CUDA device memory is staged through pinned host slots of this size"},
     {"tcp.staging_slots", ConfigType::kInt, "8",
@@ -75,6 +81,9 @@ Status TcpTransport::init(const Config& cfg) {
   opts_.max_outstanding = static_cast<int>(r.in("tcp.max_outstanding", 1, 1 << 20));
   opts_.cq_depth = static_cast<int>(r.in("tcp.cq_depth", 16, 1 << 24));
   opts_.hello_timeout_ms = static_cast<int>(r.in("tcp.hello_timeout_ms", 1, 3'600'000));
+  opts_.heartbeat_ns = static_cast<uint64_t>(r.in("tcp.heartbeat_ms", 10, 60'000)) * 1'000'000;
+  opts_.peer_timeout_ns =
+      static_cast<uint64_t>(r.in("tcp.peer_timeout_ms", 100, 3'600'000)) * 1'000'000;
   opts_.sock.sndbuf = static_cast<int>(r.in("tcp.sndbuf", 0, INT32_MAX));
   opts_.sock.rcvbuf = static_cast<int>(r.in("tcp.rcvbuf", 0, INT32_MAX));
   opts_.sock.user_timeout_ms = static_cast<int>(r.in("tcp.user_timeout_ms", 0, INT32_MAX));
@@ -150,6 +159,7 @@ Status TcpTransport::init(const Config& cfg) {
   props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
+  props_.progress_tick_us = 20'000;  // the kernel acks; the thread only keeps heartbeats going
   core_.init("tcp", log_, static_cast<size_t>(opts_.cq_depth),
              static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
   drain_.reset(new uint8_t[kDrainSize]);
@@ -160,7 +170,7 @@ Status TcpTransport::init(const Config& cfg) {
   return Status();
 }
 
-TcpTransport::~TcpTransport() = default;
+TcpTransport::~TcpTransport() { end_background(); }
 
 Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
@@ -416,6 +426,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
     }
   }
   if (listener_.needs_tick()) listener_.tick();
+  if (!skip_epoll || background() != live_) liveness();
   if (core_.take_abort()) [[unlikely]]
     abort_now();
   return core_.sink().drain(out);
@@ -473,6 +484,9 @@ std::map<std::string, uint64_t> TcpTransport::stats() const {
                                        {"staged_tx_bytes", c.staged_tx_bytes},
                                        {"staged_rx_bytes", c.staged_rx_bytes},
                                        {"epoll_unwatches", c.unwatches},
+                                       {"heartbeats_sent", c.heartbeats_sent},
+                                       {"heartbeats_received", c.heartbeats_received},
+                                       {"peer_timeouts", c.peer_timeouts},
                                        {"streams_unwatched", unwatched_}};
   core_.add_stats(m);
   return m;

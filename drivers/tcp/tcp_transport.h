@@ -40,6 +40,7 @@ struct Options {
   int max_outstanding = 0;
   int cq_depth = 0;
   int hello_timeout_ms = 0;
+  uint64_t heartbeat_ns = 0, peer_timeout_ns = 0;
   bool tls = false;
   StagingPool::Options staging;
   StreamOptions sock;
@@ -117,6 +118,7 @@ class TcpTransport final : public Transport {
     uint64_t protocol_errors = 0, tls_handshakes = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
     uint64_t unwatches = 0;  // times the streams left the epoll set
+    uint64_t heartbeats_sent = 0, heartbeats_received = 0, peer_timeouts = 0;
   };
 
  private:
@@ -132,6 +134,8 @@ class TcpTransport final : public Transport {
   Status wait_events(int timeout_ms);
   /// The driving thread carries out Transport::abort: every endpoint fails with it.
   void abort_now();
+  /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (tcp_liveness.cc).
+  void liveness();
   Result<std::vector<Parked>> take_parked(uint64_t key);
   /// One handshake step of every parked TLS stream. @return whether some still run.
   bool drive_parked_tls();
@@ -156,6 +160,8 @@ class TcpTransport final : public Transport {
   bool parked_tls_ = false;                      // some parked TLS handshake still runs
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
+  uint64_t last_liveness_ = 0;
+  bool live_ = false;          // background() when liveness() last ran
   uint32_t direct_polls_ = 0;  // direct polls in a row
   bool unwatched_ = false;     // the streams are out of the epoll set
   DeviceOps* dev_ = nullptr;   // null: no usable GPU (dev_why_ says why)

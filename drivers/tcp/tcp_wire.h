@@ -23,7 +23,12 @@ inline constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
 enum class FrameType : uint8_t {
   kData = 1,   ///< tag, msg_len, seq, offset, chunk_len describe one chunk of a message
   kHello = 2,  ///< tag = connection key, msg_len = stream count, offset = stream index
+  /// No payload; flags: kHeartbeatLive while the sender's progress thread runs (it then
+  /// sends one every tcp.heartbeat_ms, and its silence means its process is stopped).
+  kHeartbeat = 3,
 };
+
+inline constexpr uint16_t kHeartbeatLive = 1;
 
 struct FrameHeader {
   uint32_t magic;
@@ -60,6 +65,20 @@ inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index, ui
       index,  {}};
 }
 
+inline FrameHeader make_heartbeat(bool live) {
+  return FrameHeader{kMagic,
+                     kVersion,
+                     static_cast<uint8_t>(FrameType::kHeartbeat),
+                     static_cast<uint16_t>(live ? kHeartbeatLive : 0),
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     {}};
+}
+
 /// Checks a received header before anything is done with it; `max_msg` bounds msg_len so a
 /// bogus length is never allocated or trusted. @return nullptr if valid, else the reason.
 inline const char* check_header(const FrameHeader& h, uint64_t max_msg) {
@@ -68,6 +87,10 @@ inline const char* check_header(const FrameHeader& h, uint64_t max_msg) {
   if (h.type == static_cast<uint8_t>(FrameType::kHello)) {
     if (h.chunk_len != 0 || h.msg_len == 0 || h.msg_len > kMaxStreams || h.offset >= h.msg_len)
       return "malformed hello (stream count or index out of range)";
+    return nullptr;
+  }
+  if (h.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
+    if (h.chunk_len != 0 || h.msg_len != 0) return "malformed heartbeat (it carries no payload)";
     return nullptr;
   }
   if (h.type != static_cast<uint8_t>(FrameType::kData)) return "unknown frame type";

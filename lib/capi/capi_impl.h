@@ -7,6 +7,7 @@
 #include <array>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ template <class Body>
 gw_status_t guard(const char* fn, const gw_comm* c, Body&& body) noexcept {
   clear_error();
   try {
+    // The call drives the transport; its progress thread waits until it returns.
+    std::optional<DriveScope> drive;
+    if (c && c->group) drive.emplace(c->group->transport().gate());
     Status st = body();
     return st.ok() ? GW_OK : set_error(fn, c, st);
   } catch (const std::bad_alloc&) {

@@ -50,6 +50,7 @@ Status check_overlap(const char* what, const void* send, size_t sbytes, const vo
 Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
                                                  DataType dt, ReduceOp op,
                                                  const CallOptions& call) {
+  auto d = impl_->drive();
   const size_t bytes = count * dtype_size(dt);
   GW_RETURN_IF_ERROR(check_overlap("allreduce", send, bytes, recv, bytes, send == recv,
                                    "in place is send == recv"));
@@ -65,6 +66,7 @@ Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, s
 
 Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> bucket, DataType dt,
                                                  ReduceOp op, const CallOptions& call) {
+  auto d = impl_->drive();
   size_t total = 0, on_device = 0, tensors = 0;
   for (auto& t : bucket) {
     bool device = false;
@@ -101,6 +103,7 @@ Result<CollHandle> Communicator::allreduce_async(std::span<const TensorRef> buck
 Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* recv,
                                                       size_t recv_count, DataType dt, ReduceOp op,
                                                       const CallOptions& call) {
+  auto d = impl_->drive();
   bool device = false;
   GW_RETURN_IF_ERROR(check_buffers("reduce_scatter", recv_count, dt, send, recv, &device));
   const size_t block = recv_count * dtype_size(dt), nr = static_cast<size_t>(impl_->n);
@@ -130,6 +133,7 @@ Result<CollHandle> Communicator::reduce_scatter_async(const void* send, void* re
 
 Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, size_t send_count,
                                                  DataType dt, const CallOptions& call) {
+  auto d = impl_->drive();
   bool device = false;
   GW_RETURN_IF_ERROR(check_buffers("allgather", send_count, dt, send, recv, &device));
   const size_t block = send_count * dtype_size(dt);
@@ -152,6 +156,7 @@ Result<CollHandle> Communicator::allgather_async(const void* send, void* recv, s
 
 Result<CollHandle> Communicator::broadcast_async(void* buf, size_t count, DataType dt, int root,
                                                  const CallOptions& call) {
+  auto d = impl_->drive();
   bool device = false;
   GW_RETURN_IF_ERROR(check_buffers("broadcast", count, dt, buf, buf, &device));
   if (root < 0 || root >= impl_->n) {
@@ -169,6 +174,7 @@ Result<CollHandle> Communicator::broadcast_async(void* buf, size_t count, DataTy
 }
 
 Result<CollHandle> Communicator::barrier_async(const CallOptions& call) {
+  auto d = impl_->drive();
   GW_ASSIGN_OR_RETURN(coll::Task * o,
                       impl_->begin(Kind::kBarrier, DataType::kUInt8, ReduceOp::kSum, 1, call));
   Status st = o->fusion.ensure(impl_->group.transport(), 1);
@@ -191,30 +197,36 @@ Status run(Communicator& c, Nanos timeout, Start start) {
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dt, ReduceOp op,
                                const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return allreduce_async(send, recv, count, dt, op, call); });
 }
 Status Communicator::allreduce(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
                                const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return allreduce_async(bucket, dt, op, call); });
 }
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt,
                                     ReduceOp op, const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return reduce_scatter_async(send, recv, recv_count, dt, op, call); });
 }
 Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dt,
                                const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return allgather_async(send, recv, send_count, dt, call); });
 }
 Status Communicator::broadcast(void* buf, size_t count, DataType dt, int root,
                                const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return broadcast_async(buf, count, dt, root, call); });
 }
 Status Communicator::barrier(const CallOptions& call) {
+  auto d = impl_->drive();
   return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
              [&] { return barrier_async(call); });
 }

@@ -47,6 +47,11 @@ struct Communicator::Impl {
   bool shut = false;       ///< shutdown() ran
   uint32_t notice_id = 0;  ///< this communicator's, in its notices' wr_ids
 
+  /// Every public call holds the transport for its whole length (gw_progress.h): the
+  /// progress thread serves the peers only between calls.
+  DriveScope drive() { return DriveScope(group.transport().gate()); }
+  bool background = false;  ///< this communicator asked for the transport's progress thread
+
   explicit Impl(Group& g);  // both out of line (coll_notice.cc), where Notices is complete
   ~Impl();
   /// What destruction does before freeing: a pending abort, the settle error, the notices.

@@ -41,6 +41,7 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
 
 Result<CollHandle> Communicator::send_async(const void* buf, size_t bytes, int peer, uint32_t tag,
                                             const CallOptions& call) {
+  auto d = impl_->drive();
   return start_p2p(*impl_, coll::Kind::kSend, const_cast<void*>(buf), bytes, peer, tag, nullptr,
                    nullptr, call);
 }
@@ -48,6 +49,7 @@ Result<CollHandle> Communicator::send_async(const void* buf, size_t bytes, int p
 Result<CollHandle> Communicator::recv_async(void* buf, size_t bytes, int peer, uint32_t tag,
                                             int* source, size_t* received,
                                             const CallOptions& call) {
+  auto d = impl_->drive();
   return start_p2p(*impl_, coll::Kind::kRecv, buf, bytes, peer, tag, source, received, call);
 }
 

@@ -2,6 +2,7 @@
 // dispatched to collectives by wr_id) and error handling. Engines: coll_ring.cc, coll_rd.cc.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "coll_device.h"
 #include "coll_impl.h"
@@ -44,6 +45,12 @@ using coll::Task;
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() {
+  if (impl_ && impl_->background) {
+    impl_->background = false;
+    impl_->group.transport().stop_background();
+  }
+  std::optional<DriveScope> d;
+  if (impl_) d.emplace(impl_->group.transport().gate());
   if (impl_ && impl_->transport_holds_requests()) {
     impl_->shutdown();
     coll::park_impl(std::move(impl_));
@@ -54,6 +61,7 @@ int Communicator::size() const { return impl_->n; }
 Status Communicator::status() const { return impl_->broken; }
 void Communicator::abort(std::string_view reason) { impl_->request_abort(reason); }
 Status Communicator::handle(std::span<const Completion> cs) {
+  auto d = impl_->drive();
   impl_->abort_if_requested();
   for (const Completion& c : cs) impl_->dispatch(c);
   return impl_->broken;
@@ -100,6 +108,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
   GW_RETURN_IF_ERROR(coll::notices_init(*impl));
+  // Peers are served while this rank computes between calls (transport.progress).
+  if (Status st = group.transport().start_background(); !st.ok())
+    return st.with_context("coll: transport progress thread");
+  impl->background = group.transport().background();
   log::get("gw.coll")->debug(
       "coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
       "kernels {}",
@@ -418,6 +430,7 @@ Status Communicator::Impl::poll_once(Nanos wait) {
 
 Status Communicator::wait(CollHandle h, Nanos timeout) {
   auto& im = *impl_;
+  auto d = im.drive();
   if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
     return Status(Code::kInvalidArgument, "coll: wait on an unknown or finished handle");
   Task& op = im.ops[h.slot];
@@ -442,6 +455,7 @@ Status Communicator::wait(CollHandle h, Nanos timeout) {
 
 Result<bool> Communicator::test(CollHandle h) {
   auto& im = *impl_;
+  auto d = im.drive();
   if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
     return Status(Code::kInvalidArgument, "coll: test on an unknown or finished handle");
   (void)im.poll_once(Nanos(0));
@@ -449,6 +463,7 @@ Result<bool> Communicator::test(CollHandle h) {
 }
 
 Status Communicator::progress() {
+  auto d = impl_->drive();
   GW_RETURN_IF_ERROR(impl_->poll_once(Nanos(0)));
   return impl_->broken;
 }

@@ -64,6 +64,7 @@ Result<Settings> settle(const Group& g, const PsOptions& opts) {
 }
 
 Status RegMem::alloc(Transport& t, size_t bytes, const char* what) {
+  DriveScope d(t.gate());
   size_t cap = (std::max<size_t>(bytes, 64) + 4095) / 4096 * 4096;
   mr_ = MemoryRegion();
   mem_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, cap)));
@@ -124,12 +125,14 @@ Result<size_t> PsPeer::next(std::span<Completion> out, Nanos timeout) {
     }
     return n;
   }
+  DriveScope d(t_.gate());  // a communicator's progress thread may share the transport
   auto got = t_.cq().wait(out, timeout);
   if (!got.ok() && got.status().code() == Code::kTimeout) return size_t{0};
   return got;
 }
 
 Status PsPeer::post_retry(const std::function<Result<size_t>()>& post, const char* what, int peer) {
+  DriveScope d(t_.gate());
   Deadline dl(s_.o.timeout);
   for (;;) {
     GW_ASSIGN_OR_RETURN(size_t n, post());
@@ -238,6 +241,7 @@ void PsPeer::fail(Status st) {
 
 Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout,
                        bool await_peers) {
+  DriveScope d(t_.gate());
   for (int r = 0; r < g_.size(); ++r) {
     if (r == g_.rank() || !g_.endpoint(r).status().ok()) continue;
     CtrlMsg m;

@@ -263,6 +263,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::create(Group& group, std::span<const
 
 Result<MemoryRegion> PsWorker::register_memory(std::span<float> buf) {
   // Device memory is registered as such: the transport moves it or stages it (and says so).
+  DriveScope d(impl_->t_.gate());
   return impl_->t_.register_memory(buf.data(), buf.size_bytes(), memory_kind_of(buf.data()));
 }
 

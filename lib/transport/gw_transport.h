@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "gw_memory.h"
+#include "gw_progress.h"
 #include "gw_status.h"
 #include "gw_time.h"
 
@@ -217,12 +219,20 @@ struct TransportProperties {
   bool one_sided = false;              ///< has RDMA-style one-sided writes
   bool requires_registration = false;  ///< SendRequest/RecvRequest.mr must be set
   size_t max_outstanding = 0;          ///< per endpoint and direction
+  /// transport.progress=auto starts a progress thread (dpdk: nobody else answers its peers).
+  bool progress_thread = true;
+  /// The progress thread's longest sleep between passes (the heartbeat and retransmission
+  /// timers' resolution when the driver's fd stays quiet).
+  uint32_t progress_tick_us = 1000;
 };
+
+class ProgressThread;
 
 /// One driver on one device.
 class Transport {
  public:
-  virtual ~Transport() = default;
+  Transport();
+  virtual ~Transport();
 
   /// Open a transport by spec "driver[:key=value,...]" or "auto" (rdma, then dpdk, then tcp;
   /// logs which was picked and why the others were skipped). Keys are the driver's config keys.
@@ -260,6 +270,33 @@ class Transport {
   /// Irreversible: open a new Transport to communicate again. Later calls do nothing.
   /// @return OK; NotSupported from a driver without it.
   virtual Status abort(std::string_view reason);
+
+  // --- background progress (gw_progress.h) ---
+  /// Who drives the data path now; every call of a layer that started the progress thread
+  /// holds it (DriveScope), so the thread and the application never run the driver at once.
+  ProgressGate& gate() { return gate_; }
+  /// Whether a progress thread serves this transport's peers while no call is in it.
+  bool background() const { return bg_on_.load(std::memory_order_relaxed); }
+  /// Asked for by a layer that opens a DriveScope in each of its calls on this transport
+  /// (Communicator, the parameter server); counted, the last stop_background() ends the
+  /// thread. transport.progress decides whether one runs (caller: none; auto: the driver's
+  /// TransportProperties::progress_thread). Call it outside any DriveScope.
+  /// @return OK; InvalidArgument for a bad transport.progress; SystemError.
+  Status start_background();
+  void stop_background();
+  /// Passes the progress thread made (0 without one), for stats and tests.
+  uint64_t background_passes() const;
+
+ protected:
+  /// Drivers: the first statement of their destructor (the thread must not outlive them).
+  void end_background();
+
+ private:
+  ProgressGate gate_;
+  std::atomic<bool> bg_on_{false};
+  int bg_users_ = 0;
+  std::unique_ptr<ProgressThread> bg_;
+  uint64_t bg_passes_done_ = 0;  // of threads that ended
 };
 
 }  // namespace gw
