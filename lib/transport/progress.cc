@@ -103,9 +103,11 @@ class ProgressThread {
  private:
   void run() {
     pthread_setname_np(pthread_self(), "gw-progress");  // as NCCL names its proxy threads
-    // Level-triggered readiness the driver leaves pending (data waiting for a receive: back-
-    // pressure) would wake this loop at once: passes are at least this far apart.
+    // Readiness the driver leaves pending (data waiting for a receive: back-pressure; events
+    // a direct poll did not collect) would wake this loop at once: after each such wake-up
+    // the next pass waits longer, doubling up to the tick, until a sleep really sleeps.
     constexpr Nanos kMinGap(200'000);
+    Nanos gap = kMinGap;
     const int tick_ms = static_cast<int>(std::max<int64_t>(1, tick_.count() / 1'000'000));
     ProgressGate& g = t_.gate();
     while (!stop_.load(std::memory_order_relaxed)) {
@@ -120,8 +122,14 @@ class ProgressThread {
       // While a call is inside (fd = -1) only the timer: the caller drives, and waking on its
       // traffic would take CPU from it.
       pollfd p[2] = {{stop_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+      const auto t0 = Clock::now();
       const int n = ::poll(p, fd >= 0 ? 2 : 1, tick_ms);
-      if (n > 0 && fd >= 0 && (p[1].revents & POLLIN)) std::this_thread::sleep_for(kMinGap);
+      if (n > 0 && fd >= 0 && (p[1].revents & POLLIN) && Clock::now() - t0 < kMinGap) {
+        std::this_thread::sleep_for(gap);
+        gap = std::min(gap * 2, tick_);
+      } else {
+        gap = kMinGap;
+      }
     }
   }
 
