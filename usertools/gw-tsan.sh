@@ -15,7 +15,8 @@ fi
 ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-coll-perf/gw-coll-perf \
   tests/unit/test_unit tests/conformance/test_conformance \
   tests/conformance/test_conformance_faults tests/bootstrap/test_bootstrap \
-  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll ||
+  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll \
+  tests/coll/gw-fail-probe ||
   { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
 rm -f "$dir-failed.json"
 # halt_on_error: a report ends the test binary with exitcode 66, so the test fails (meson

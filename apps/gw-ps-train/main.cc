@@ -57,9 +57,14 @@ Status run_server(Group& g, const Options& o, const PsOptions& po, const Model& 
                        std::to_string(st.max_staleness) + " " + std::to_string(st.deferred_pulls));
 }
 
-// The straggler's extra work: `delay` of not touching the PS, except that the transport is
-// driven every millisecond, as a polling transport (dpdk) needs to keep its peers' trust.
-Status straggle(PsWorker& w, Nanos delay) {
+// The straggler's extra work: `delay` of not touching the PS. The transport's progress thread
+// serves its peers meanwhile; with transport.progress=caller it is driven every millisecond
+// instead, as a polling transport (dpdk) then needs to keep its peers' trust.
+Status straggle(PsWorker& w, Transport& t, Nanos delay) {
+  if (t.background()) {
+    std::this_thread::sleep_for(delay);
+    return Status();
+  }
   const Deadline dl(delay);
   while (!dl.expired()) {
     std::this_thread::sleep_for(std::min<Nanos>(dl.remaining(), Millis(1)));
@@ -112,7 +117,7 @@ Status run_worker(Group& g, const Options& o, const PsOptions& po, const Model& 
       out->series.pts.push_back(p);
     }
     if (it == o.iters) break;  // the last pull only reads the final model
-    if (straggler) GW_RETURN_IF_ERROR(straggle(*w, Millis(straggler_ms)));
+    if (straggler) GW_RETURN_IF_ERROR(straggle(*w, g.transport(), Millis(straggler_ms)));
     for (size_t j = 0; j < rows.size(); ++j)
       rows[j] = lo + (static_cast<size_t>(it) * rows.size() + j) % (hi - lo);
     // The gradient buffers are registered: compute in place, then push from them.

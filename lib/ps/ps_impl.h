@@ -39,7 +39,9 @@ inline constexpr uint64_t pull_tag(uint32_t part, uint32_t slot, uint32_t gen) {
 }
 inline constexpr uint32_t kMaxRequests = 4096;  // 12 bits of the pull tag
 
-enum class MsgType : uint8_t { kHelloOk = 1, kError = 2, kPull = 3, kBye = 4 };
+/// kFailed: a rank found a peer failed (dead, or stopped: its heartbeats ceased) and tells
+/// everyone before it leaves, so that no one blames it for leaving (pad = culprit rank + 1).
+enum class MsgType : uint8_t { kHelloOk = 1, kError = 2, kPull = 3, kBye = 4, kFailed = 5 };
 inline constexpr uint32_t kMagic = 0x47575053;  // "GWPS"
 
 /// Control message (fixed size, sent whole).
@@ -179,6 +181,13 @@ class PsPeer {
   Status say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos timeout, bool await_peers);
   /// Record the first fatal error (sticky).
   void fail(Status st);
+  /// The transport's progress thread serves this rank's peers between calls (a worker that
+  /// computes between push and pull is not taken for dead; a stopped one is named by the
+  /// heartbeat timeout). Stopped by the role's destructor, before its buffers go.
+  Status start_background();
+  void stop_background();
+  /// Every public call holds the transport (gw_progress.h).
+  DriveScope drive() { return DriveScope(t_.gate()); }
 
   Group& g_;
   Transport& t_;
@@ -190,6 +199,7 @@ class PsPeer {
   std::vector<uint8_t> bye_;  // per rank: said BYE
   std::vector<uint64_t> bye_pushes_;
   std::deque<Completion> backlog_;
+  bool background_ = false;
 
  private:
   Status post_retry(const std::function<Result<size_t>()>& post, const char* what, int peer);

@@ -219,7 +219,18 @@ bool PsPeer::handle_common(const Completion& c) {
       bye_[c.peer_id] = 1;
       bye_pushes_[c.peer_id] = m->bytes;
     }
-    on_ctrl(static_cast<int>(c.peer_id), *m, c.len);
+    if (m->type == static_cast<uint8_t>(MsgType::kFailed)) {
+      // A peer's account of a failure comes before its connection closes: it, not the
+      // close, names the culprit here.
+      const int culprit = m->pad >= 1 && m->pad <= static_cast<uint32_t>(g_.size())
+                              ? static_cast<int>(m->pad) - 1
+                              : static_cast<int>(c.peer_id);
+      fail(Status(Code::kRemoteError, me_ + ": told by " + who(static_cast<int>(c.peer_id)) + ": " +
+                                          std::string(m->text_view()))
+               .with_rank(culprit));
+    } else {
+      on_ctrl(static_cast<int>(c.peer_id), *m, c.len);
+    }
   }
   Status st = repost_ctrl(wr_index(c.wr_id));
   if (!st.ok()) fail(st);
@@ -229,8 +240,33 @@ bool PsPeer::handle_common(const Completion& c) {
 void PsPeer::on_endpoint_error(const Completion& c) {
   if (bye_[c.peer_id]) return;  // it finished; closing its connection is no failure
   Status ep = c.ep ? c.ep->status() : Status(c.code, "endpoint failed");
+  const bool first = error_.ok();
+  const int culprit = ep.rank() >= 0 ? ep.rank() : static_cast<int>(c.peer_id);
   fail(Status(Code::kRemoteError, me_ + ": " + who(static_cast<int>(c.peer_id)) +
-                                      " failed before finishing: " + ep.to_string()));
+                                      " failed before finishing: " + ep.to_string())
+           .with_rank(culprit));
+  if (!first) return;
+  // Tell every other rank before this one gives up and closes its connections.
+  CtrlMsg m;
+  m.type = static_cast<uint8_t>(MsgType::kFailed);
+  m.pad = static_cast<uint32_t>(culprit) + 1;
+  m.set_text(who(culprit) + " failed: " + ep.to_string());
+  for (int r = 0; r < g_.size(); ++r) {
+    if (r != g_.rank() && r != static_cast<int>(c.peer_id) && !bye_[r] &&
+        g_.endpoint(r).status().ok())
+      (void)send_ctrl(r, m);
+  }
+}
+
+Status PsPeer::start_background() {
+  GW_RETURN_IF_ERROR(t_.start_background());
+  background_ = t_.background();
+  return Status();
+}
+
+void PsPeer::stop_background() {
+  if (background_) t_.stop_background();
+  background_ = false;
 }
 
 void PsPeer::fail(Status st) {

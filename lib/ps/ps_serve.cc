@@ -200,6 +200,7 @@ bool PsServer::Impl::all_done() const {
 
 Status PsServer::serve(Nanos timeout) {
   Impl& m = *impl_;
+  auto d = m.drive();
   Deadline dl(timeout);
   Completion c[64];
   while (!m.all_done()) {

@@ -220,7 +220,9 @@ Status PsServer::Impl::check_tables() {
 // ---- public ------------------------------------------------------------------------------
 
 PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-PsServer::~PsServer() = default;
+PsServer::~PsServer() {
+  if (impl_) impl_->stop_background();
+}
 
 Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const KeySpec> keys,
                                                    const PsOptions& opts,
@@ -235,6 +237,7 @@ Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const
   GW_ASSIGN_OR_RETURN(PsLayout layout, PsLayout::make(keys, s.o.servers, s.min_part));
   auto impl = std::make_unique<Impl>(group, std::move(s), std::move(layout), std::move(updater));
   GW_RETURN_IF_ERROR(impl->setup(init));
+  GW_RETURN_IF_ERROR(impl->start_background());
   return std::unique_ptr<PsServer>(new PsServer(std::move(impl)));
 }
 

@@ -245,7 +245,9 @@ Result<uint32_t> PsWorker::Impl::alloc_req(uint32_t ki, bool pull) {
 // ---- public ------------------------------------------------------------------------------
 
 PsWorker::PsWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-PsWorker::~PsWorker() = default;
+PsWorker::~PsWorker() {
+  if (impl_) impl_->stop_background();
+}
 
 Result<std::unique_ptr<PsWorker>> PsWorker::create(Group& group, std::span<const KeySpec> keys,
                                                    const PsOptions& opts) {
@@ -258,6 +260,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::create(Group& group, std::span<const
   GW_ASSIGN_OR_RETURN(PsLayout layout, PsLayout::make(keys, s.o.servers, s.min_part));
   auto impl = std::make_unique<Impl>(group, std::move(s), std::move(layout));
   GW_RETURN_IF_ERROR(impl->setup());
+  GW_RETURN_IF_ERROR(impl->start_background());
   return std::unique_ptr<PsWorker>(new PsWorker(std::move(impl)));
 }
 
@@ -268,6 +271,7 @@ Result<MemoryRegion> PsWorker::register_memory(std::span<float> buf) {
 }
 
 Result<PsHandle> PsWorker::push(uint64_t key, std::span<const float> grad, const MemoryRegion* mr) {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   uint32_t ki = 0;
   GW_RETURN_IF_ERROR(m.check_args("push", key, grad.data(), grad.size(), mr, &ki));
@@ -291,6 +295,7 @@ Result<PsHandle> PsWorker::push(uint64_t key, std::span<const float> grad, const
 }
 
 Result<PsHandle> PsWorker::pull(uint64_t key, std::span<float> out, const MemoryRegion* mr) {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   uint32_t ki = 0;
   GW_RETURN_IF_ERROR(m.check_args("pull", key, out.data(), out.size(), mr, &ki));
@@ -325,6 +330,7 @@ Result<PsHandle> PsWorker::pull(uint64_t key, std::span<float> out, const Memory
 }
 
 Status PsWorker::wait(PsHandle h, Nanos timeout) {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   if (h.slot >= m.reqs_.size() || !m.reqs_[h.slot].used || m.reqs_[h.slot].gen != h.gen) {
     return Status(Code::kInvalidArgument, m.me_ + ": wait on an unknown or finished handle");
@@ -346,6 +352,7 @@ Status PsWorker::wait(PsHandle h, Nanos timeout) {
 }
 
 Result<bool> PsWorker::test(PsHandle h) {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   if (h.slot >= m.reqs_.size() || !m.reqs_[h.slot].used || m.reqs_[h.slot].gen != h.gen) {
     return Status(Code::kInvalidArgument, m.me_ + ": test on an unknown or finished handle");
@@ -355,6 +362,7 @@ Result<bool> PsWorker::test(PsHandle h) {
 }
 
 Status PsWorker::progress() {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   if (m.finished_) return Status(Code::kInvalidArgument, m.me_ + ": progress() after finish()");
   GW_RETURN_IF_ERROR(m.pump(Nanos(0)));
@@ -362,6 +370,7 @@ Status PsWorker::progress() {
 }
 
 Status PsWorker::finish(Nanos timeout) {
+  auto d = impl_->drive();
   Impl& m = *impl_;
   if (m.finished_) return Status(Code::kInvalidArgument, m.me_ + ": finish() called twice");
   Deadline dl(timeout);

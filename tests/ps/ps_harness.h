@@ -56,7 +56,10 @@ bool idle_until(Group* g, Pred pred, Nanos timeout = kTimeout) {
   Deadline dl(timeout);
   while (!pred()) {
     if (dl.expired()) return false;
-    if (g) (void)g->transport().cq().poll({});
+    if (g) {
+      DriveScope d(g->transport().gate());  // the PS objects' progress thread shares it
+      (void)g->transport().cq().poll({});
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;

@@ -174,3 +174,46 @@ TEST(PsBspSum, RoundIsAnAllreduce) {
 
 }  // namespace
 }  // namespace gw::ps_test
+
+namespace gw::ps_test {
+namespace {
+
+// Background progress: a worker that makes no call for 10 s between its push and its pull
+// (a trainer computing) is not taken for dead while the server and the other worker wait on
+// it (dpdk: nobody else acks for it). The round's sum is checked element by element.
+TEST(PsLiveness, AWorkerThatComputesTenSecondsIsNotTakenForDead) {
+  const int servers = 1, workers = 2;
+  const auto gap = Millis(10'000);
+  std::vector<KeySpec> keys{{1, 1000}};
+  auto value = [](int w, size_t i) { return static_cast<float>((w + 1) * 100 + i % 7); };
+  run_ranks(servers + workers, [&](int rank, std::unique_ptr<Group>& g) {
+    auto o = options(servers, Consistency::kBsp, 0, 256);
+    o.timeout = Millis(60'000);
+    if (rank < servers) {
+      auto s = PsServer::create(*g, keys, o, make_sum_updater());
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      Status st = (*s)->serve(Millis(60'000));
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      return;
+    }
+    auto wk = PsWorker::create(*g, keys, o);
+    ASSERT_TRUE(wk.ok()) << wk.status().to_string();
+    PsWorker& w = **wk;
+    std::vector<float> in(1000), out(1000);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = value(w.worker_index(), i);
+    auto h = w.push(1, in);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    if (w.worker_index() == 1) std::this_thread::sleep_for(gap);  // computes, no call
+    ASSERT_TRUE(w.wait(*h, Millis(60'000)).ok());
+    auto p = w.pull(1, out);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Status st = w.wait(*p, Millis(60'000));
+    ASSERT_TRUE(st.ok()) << "worker " << w.worker_index() << ": " << st.to_string();
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], value(0, i) + value(1, i)) << "element " << i;
+    ASSERT_TRUE(w.finish(Millis(60'000)).ok());
+  });
+}
+
+}  // namespace
+}  // namespace gw::ps_test
