@@ -6,7 +6,10 @@
  *   rdzv    2 ranks joined through file-backed rendezvous callbacks, allreduce
  *   faults  2 ranks: mismatched dtypes fail on both; a dead peer fails the survivor quickly
  *   abort   3 ranks: gw_comm_abort from another thread ends every rank's blocked call
- *   errors  1 process: version, NULL and bad arguments, rendezvous timeout; error texts */
+ *   errors  1 process: version, NULL and bad arguments, rendezvous timeout; error texts
+ *   gap     2 ranks: one makes no call for 10 s with an allreduce of its own in flight while
+ *           the other waits on it (transport: GW_TEST_CAPI_TRANSPORT, "{dir}" replaced by a
+ *           temporary directory; default tcp) */
 #define _POSIX_C_SOURCE 200809L
 #include <gradwire.h>
 #include <pthread.h>
@@ -45,6 +48,47 @@ static gw_comm_t* join_env(int rank) {
     return NULL;
   }
   return c;
+}
+
+/* ---- gap: background progress (issue 39) ----------------------------------------------- */
+
+static char g_spec[512] = "tcp:iface=lo";
+
+static double gap_value(int rank, size_t i) { return (double)((rank + 1) * (int)(i % 997)); }
+
+static int gap(int rank, int n, void* arg) {
+  (void)arg;
+  gw_transport_t* t = NULL;
+  gw_comm_t* c = NULL;
+  if (gw_init(GW_API_VERSION) != GW_OK || gw_transport_open(g_spec, &t) != GW_OK ||
+      gw_comm_init_env(t, 60000, &c) != GW_OK) {
+    fprintf(stderr, "rank %d: %s: %s\n", rank, g_spec, gw_last_error());
+    return 1;
+  }
+  enum { kN = 50000, kM = 1000 };
+  double* a = malloc(kN * sizeof *a);
+  int64_t* b = malloc(kM * sizeof *b);
+  CHECK(rank, a && b);
+  for (size_t i = 0; i < kN; ++i) a[i] = gap_value(rank, i);
+  gw_request_t* req = NULL;
+  CHECK(rank, gw_allreduce_start(c, a, a, kN, GW_FLOAT64, GW_SUM, &req) == GW_OK);
+  if (rank == 1) sleep(10); /* computes: no call into gradwire */
+  if (gw_wait(&req, 60000) != GW_OK) {
+    fprintf(stderr, "rank %d after the gap: %s\n", rank, gw_last_error());
+    return 1;
+  }
+  for (size_t i = 0; i < kN; ++i) {
+    double want = 0;
+    for (int r = 0; r < n; ++r) want += gap_value(r, i);
+    CHECK(rank, a[i] == want);
+  }
+  for (size_t i = 0; i < kM; ++i) b[i] = (int64_t)(rank * 1000 + (int)i);
+  CHECK(rank, gw_allreduce(c, b, b, kM, GW_INT64, GW_MAX) == GW_OK);
+  for (size_t i = 0; i < kM; ++i) CHECK(rank, b[i] == (int64_t)((n - 1) * 1000 + (int)i));
+  free(a);
+  free(b);
+  CHECK(rank, gw_comm_destroy(c) == GW_OK);
+  return 0;
 }
 
 /* ---- colls ---------------------------------------------------------------------------- */
@@ -399,7 +443,7 @@ int main(int argc, char** argv) {
   char dir[256];
   int rc = 2;
   if (argc != 2 || make_temp_dir(dir, sizeof dir) != 0) {
-    fprintf(stderr, "usage: test_capi colls|p2p|rdzv|faults|abort|errors\n");
+    fprintf(stderr, "usage: test_capi colls|p2p|rdzv|faults|abort|errors|gap\n");
     return 2;
   }
   const char* k = argv[1];
@@ -409,6 +453,15 @@ int main(int argc, char** argv) {
   if (strcmp(k, "faults") == 0) rc = run_ranks(2, faults, dir, 40);
   if (strcmp(k, "abort") == 0) rc = run_ranks(3, abort_case, NULL, 40);
   if (strcmp(k, "errors") == 0) rc = errors(dir);
+  if (strcmp(k, "gap") == 0) {
+    const char* s = getenv("GW_TEST_CAPI_TRANSPORT");
+    const char* at = s ? strstr(s, "{dir}") : NULL;
+    if (s && at)
+      snprintf(g_spec, sizeof g_spec, "%.*s%s%s", (int)(at - s), s, dir, at + 5);
+    else if (s)
+      snprintf(g_spec, sizeof g_spec, "%s", s);
+    rc = run_ranks(2, gap, NULL, 60);
+  }
   rm_tree(dir);
   printf("capi %s: %s\n", k, rc == 0 ? "ok" : rc == 2 ? "unknown case" : "FAILED");
   return rc;
