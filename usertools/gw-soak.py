@@ -7,7 +7,9 @@ Transports: tcp (1-4 streams), dpdk on the in-process ring bus (ranks as threads
 quarter of the multi-process jobs one rank (not rank 0, which serves the store) is killed
 (SIGKILL) or stopped (SIGSTOP) at a random moment: the job must then end with an error on every
 survivor within the bound (kill: 2 s; stop: the collective timeout + 1 s), and the survivors'
-errors should name the rank that was hit.
+errors should name the rank that was hit. A third of the jobs without a fault have compute
+gaps: before 1-3 of its collectives one rank makes no call for 0.1-30 s (a trainer loading
+data or writing a checkpoint), which the transport's progress thread must carry it through.
 
   /usr/bin/python3 usertools/gw-soak.py --minutes 30 [--build build] [--out DIR] [--seed S]
       [--kinds tcp,ring,memif]
@@ -66,7 +68,10 @@ def plan(rng, job, tmp, kinds=('tcp', 'ring', 'memif')):
         hit = (rng.choice(['SIGKILL', 'SIGSTOP']), rng.randint(1, ranks - 1), rng.uniform(0.1, 1.5))
         args += ['--timeout-ms', str(TIMEOUT_MS)]
     else:
-        args += ['--timeout-ms', '30000']
+        args += ['--timeout-ms', '60000']
+        if rng.random() < 0.33:
+            args += ['--gaps', str(rng.randint(1, 3)), '--gap-max-ms',
+                     str(rng.choice([1000, 5000, 30000]))]
     return kind, args, hit
 
 

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gw_coll.h"
@@ -38,7 +39,23 @@ struct Options {
   int servers = 0;
   int ps_rounds = 20;
   int timeout_ms = 20000;
+  int gaps = 0;        // compute gaps: a rank makes no call for a while before some ops
+  int gap_max_ms = 0;  // each 100 ms .. this long
 };
+
+/// Whether this rank computes before op `i`, and how long: the same plan on every rank.
+Nanos compute_gap(const Options& o, int i, int rank, int size) {
+  if (o.gaps <= 0 || o.gap_max_ms <= 0) return Nanos(0);
+  std::mt19937_64 rng(o.seed * 104729 + 17);
+  for (int k = 0; k < o.gaps; ++k) {
+    const int at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, o.ops)));
+    const int who = static_cast<int>(rng() % static_cast<uint64_t>(size));
+    const int64_t ms =
+        100 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max(1, o.gap_max_ms - 99)));
+    if (at == i && who == rank) return Millis(ms);
+  }
+  return Nanos(0);
+}
 
 /// First wrong element, if any.
 struct Wrong {
@@ -191,6 +208,9 @@ int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   if (!c.ok()) return fail(l, "communicator", c.status());
   Runner run(**c, o, l.rank, l.size);
   for (int i = 0; i < o.ops; ++i) {
+    // A trainer's data loading or checkpoint: no call while the transport serves the peers.
+    if (Nanos gap = compute_gap(o, i, l.rank, l.size); gap.count() > 0)
+      std::this_thread::sleep_for(gap);
     const Op op = make_op(o.seed, static_cast<uint64_t>(i), l.size, o.max_count);
     Wrong w;
     Status st = run.run(static_cast<uint64_t>(i), op, &w, checked);
@@ -296,6 +316,10 @@ int main(int argc, char** argv) {
   app.add_option("--servers", o.servers, "PS servers (0: no PS phase)")->capture_default_str();
   app.add_option("--ps-rounds", o.ps_rounds, "BSP rounds per key")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "timeout of every wait")->capture_default_str();
+  app.add_option("--gaps", o.gaps, "compute gaps: before this many ops one rank sleeps")
+      ->capture_default_str();
+  app.add_option("--gap-max-ms", o.gap_max_ms, "each gap lasts 100 ms .. this long")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return gw::psapp::start("gw-soak", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
                           [&](const gw::psapp::Launched& l) { return gw::soak::run(o, l); });
