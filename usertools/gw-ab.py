@@ -6,8 +6,8 @@
 Each round runs every workload once per build, the order of the builds alternating between
 rounds (this machine is shared and noisy: only paired ratios mean something). Prints, per
 workload, each build's median and the median [min, max] of the per-round new/old ratios,
-oriented so that > 1 means the new build is faster. Builds need apps/gw-perf and
-apps/gw-coll-perf (configure with -Dtests=false for a quick old build).
+oriented so that > 1 means the new build is faster. Builds need apps/gw-perf,
+apps/gw-coll-perf and apps/gw-ps-perf (configure with -Dtests=false for a quick old build).
 """
 import argparse
 import json
@@ -44,6 +44,15 @@ WORKLOADS = [
      False),
     ("allreduce 64 MiB, 2 ranks tcp, us", "coll",
      ["-t", LO, "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0"], "time_us", False),
+    ("allreduce 4 KiB, 2 ranks memif, us", "coll",
+     ["-t", "MEMIF", "-b", "4K", "-e", "4K", "-n", "20000", "-w", "500", "-c", "0"], "time_us",
+     False),
+    ("allreduce 64 MiB, 2 ranks memif, us", "coll",
+     ["-t", "MEMIF", "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0"], "time_us",
+     False),
+    # One PS iteration (push + pull of 4 KiB, BSP) of 2 workers on 1 server: gw-ps-perf's CSV.
+    ("PS 4 KiB push+pull, 1 server 2 workers tcp, us", "ps",
+     ["-t", LO, "-s", "4K", "-n", "2000", "--warmup", "100", "--no-ring"], "ps_us", False),
     # Soft-RoCE exists only in the VM: run there, e.g.
     # usertools/gw-rxe-vm.sh -- /usr/bin/python3 usertools/gw-ab.py OLD NEW --only rdma
     ("rdma 2 B ping-pong, us", "perf",
@@ -60,7 +69,26 @@ WORKLOADS = [
 ]
 
 
+def run_ps(build, args, key, tag):
+    exe = os.path.join(build, "apps", "gw-ps-perf", "gw-ps-perf")
+    csv = "/tmp/gw-ab-%d-%s.csv" % (os.getpid(), tag)
+    env = dict(os.environ, GW_LOG_LEVEL="error")
+    try:
+        subprocess.run([exe, "--ranks", "3", "--servers", "1", "--csv", csv] + args, env=env,
+                       timeout=300, capture_output=True, text=True)
+        rows = open(csv).read().splitlines()
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    finally:
+        if os.path.exists(csv):
+            os.unlink(csv)
+    head = rows[0].split(",")
+    return float(rows[1].split(",")[head.index(key)]) if len(rows) > 1 else None
+
+
 def run_one(build, tool, args, key, tag):
+    if tool == "ps":
+        return run_ps(build, args, key, tag)
     exe = os.path.join(build, "apps", "gw-perf" if tool == "perf" else "gw-coll-perf",
                        "gw-perf" if tool == "perf" else "gw-coll-perf")
     sock = "/tmp/gw-ab-%d-%s.sock" % (os.getpid(), tag)

@@ -31,10 +31,13 @@ class ProgressGate {
     return state_.compare_exchange_strong(f, kBackground, std::memory_order_acquire);
   }
   void end_background() { state_.store(kFree, std::memory_order_release); }
+  /// Calls entered so far (wraps): the progress thread stays out of the way while it grows.
+  uint32_t entries() const { return entries_.load(std::memory_order_relaxed); }
 
  private:
   enum : uint8_t { kFree, kApp, kBackground };
   std::atomic<uint8_t> state_{kFree};
+  std::atomic<uint32_t> entries_{0};  // written by the holder only: a load and a store
 };
 
 /// RAII: the calling thread drives the transport of `g` until the scope ends.
