@@ -15,6 +15,7 @@ Prints one line per trial and a summary; exit status 1 when a trial failed.
 import argparse
 import os
 import random
+import re
 import selectors
 import signal
 import socket
@@ -44,7 +45,7 @@ def run_trial(probe, n, victim, mode, args):
                    GW_LOG_LEVEL=os.environ.get("GW_LOG_LEVEL", "error"))
         procs.append(subprocess.Popen(
             [probe, "--bytes", str(args.bytes), "--timeout-ms", str(args.timeout_ms),
-             "--linger-s", "60", "--transport", args.transport],
+             "--linger-s", "60", "--transport", args.transport.replace("{port}", str(port))],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1))
     sel = selectors.DefaultSelector()
     for r, p in enumerate(procs):
@@ -98,6 +99,9 @@ def run_trial(probe, n, victim, mode, args):
                 pass
         for p in procs:
             p.wait()
+        for sock in re.findall(r"socket=([^,]+)", args.transport.replace("{port}", str(port))):
+            if os.path.exists(sock):
+                os.unlink(sock)  # a memif socket a killed rank left
 
 
 def main():
@@ -109,7 +113,8 @@ def main():
     ap.add_argument("--timeout-ms", type=int, default=5000)
     ap.add_argument("--stop-limit-s", type=float, default=0,
                     help="a stopped rank must be named this fast (default: timeout + 1 s)")
-    ap.add_argument("--transport", default="tcp:iface=lo")
+    ap.add_argument("--transport", default="tcp:iface=lo",
+                    help="spec; {port} becomes the trial's store port (a fresh memif socket)")
     ap.add_argument("--build", default="build")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
