@@ -6,8 +6,11 @@
 /// Thread-safety: a Transport, its endpoints and its CQ are used by one thread at a time (the
 /// caller drives progress by polling, as with DPDK ports and NCCL net plugins), except
 /// Transport::abort(), which any thread may call at any time. Open one Transport per thread
-/// for concurrent use. Endpoints and MemoryRegions must not outlive the Transport that made
-/// them.
+/// for concurrent use. Once a layer has started the progress thread (a Communicator, a
+/// PsWorker or PsServer on this transport: start_background()), every other use of the
+/// transport -- a poll, a post, a registration -- must hold its gate (DriveScope, gw_progress.h),
+/// or it races with that thread. Endpoints and MemoryRegions must not outlive the Transport that
+/// made them.
 #pragma once
 
 #include <array>

@@ -221,7 +221,9 @@ inline void device_mismatch_case(DeviceOps* ops, int n, int odd, MixCall call) {
     // then keep the transport polled: dpdk finishes its handshakes and sends only so.
     ++checked;
     for (auto t1 = Clock::now(); checked.load() < n && Clock::now() - t1 < Millis(10000);) {
-      (void)rk->group->transport().cq().poll({});  // a polling transport (dpdk) must answer
+      // A polling transport (dpdk) must answer; the communicator's progress thread shares it.
+      DriveScope d(rk->group->transport().gate());
+      (void)rk->group->transport().cq().poll({});
       std::this_thread::sleep_for(Millis(1));
     }
     rk.reset();
