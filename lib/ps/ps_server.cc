@@ -221,7 +221,11 @@ Status PsServer::Impl::check_tables() {
 
 PsServer::PsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PsServer::~PsServer() {
-  if (impl_) impl_->stop_background();
+  if (!impl_) return;
+  impl_->stop_background();
+  // A communicator's thread may still serve the transport while the buffers deregister.
+  auto d = impl_->drive();
+  impl_.reset();
 }
 
 Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const KeySpec> keys,

@@ -246,7 +246,11 @@ Result<uint32_t> PsWorker::Impl::alloc_req(uint32_t ki, bool pull) {
 
 PsWorker::PsWorker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PsWorker::~PsWorker() {
-  if (impl_) impl_->stop_background();
+  if (!impl_) return;
+  impl_->stop_background();
+  // A communicator's thread may still serve the transport while the buffers deregister.
+  auto d = impl_->drive();
+  impl_.reset();
 }
 
 Result<std::unique_ptr<PsWorker>> PsWorker::create(Group& group, std::span<const KeySpec> keys,
