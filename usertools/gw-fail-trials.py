@@ -9,6 +9,10 @@ it does). A trial passes when every survivor errors within 2 s of a kill (within
 
     usertools/gw-fail-trials.py --kills 20 --stops 20 --ranks 4-8 --bytes 16777216 \\
         --timeout-ms 5000 [--stop-limit-s 2] [--transport tcp:iface=lo] [--build build] [--seed 1]
+        [--netns ID]
+
+--netns ID: rank r runs in host r+1 of a bed made by `usertools/gw-cluster.sh --id ID --hosts N
+up` (N >= the ranks), {iface} in the spec becoming its veth (dpdk af_packet over veth).
 
 Prints one line per trial and a summary; exit status 1 when a trial failed.
 """
@@ -41,11 +45,17 @@ def run_trial(probe, n, victim, mode, args):
     procs = []
     for r in range(n):
         env = dict(os.environ, GW_RANK=str(r), GW_WORLD_SIZE=str(n),
-                   GW_MASTER_ADDR="127.0.0.1", GW_MASTER_PORT=str(port),
+                   GW_MASTER_ADDR="10.77.0.1" if args.netns else "127.0.0.1",
+                   GW_MASTER_PORT=str(port),
                    GW_LOG_LEVEL=os.environ.get("GW_LOG_LEVEL", "error"))
+        spec = args.transport.replace("{port}", str(port))
+        # `ip netns exec` execs the probe: the pid signalled is the rank's own.
+        pre = ["ip", "netns", "exec", f"gwk{args.netns}-h{r + 1}"] if args.netns else []
+        if args.netns:
+            spec = spec.replace("{iface}", f"gwk{args.netns}h{r + 1}")
         procs.append(subprocess.Popen(
-            [probe, "--bytes", str(args.bytes), "--timeout-ms", str(args.timeout_ms),
-             "--linger-s", "60", "--transport", args.transport.replace("{port}", str(port))],
+            pre + [probe, "--bytes", str(args.bytes), "--timeout-ms", str(args.timeout_ms),
+                   "--linger-s", "60", "--transport", spec],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1))
     sel = selectors.DefaultSelector()
     for r, p in enumerate(procs):
@@ -117,6 +127,8 @@ def main():
                     help="spec; {port} becomes the trial's store port (a fresh memif socket)")
     ap.add_argument("--build", default="build")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--netns", default="",
+                    help="id of a gw-cluster.sh bed: rank r runs in its host r+1")
     args = ap.parse_args()
     random.seed(args.seed)
     probe = os.path.join(args.build, "tests", "coll", "gw-fail-probe")

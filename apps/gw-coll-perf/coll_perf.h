@@ -29,6 +29,7 @@ struct Options {
   int64_t chunk_bytes = 0;
   int64_t rd_max_bytes = -1;
   int timeout_ms = 60000;
+  double idle_s = 0;  ///< after the sizes: no call this long (a rank computing), then a barrier
 };
 
 /// Parse argv; sets *exit_code >= 0 when the process should exit (help, bad option).

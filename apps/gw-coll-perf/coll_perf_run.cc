@@ -1,10 +1,12 @@
 // gw-coll-perf: one rank's measurement loop. Every size: an optional checked run (#wrong summed
 // over ranks), -w warm-up runs, then -n timed runs; rank 0 prints the slowest rank's time.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "coll_perf.h"
@@ -361,6 +363,18 @@ int run_rank(const Options& opt) {
   Bench bench(opt, **c);
   Status st = bench.run();
   if (!st.ok()) return fail(rank, st);
+  if (opt.idle_s > 0) {
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(opt.idle_s));
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    st = (*c)->barrier();  // the connections lived through it
+    if (!st.ok()) return fail(rank, st);
+    if (rank == 0) {
+      std::printf("%12d %12s %9.3f  # no call meanwhile; progress thread: %s\n", 0, "idle", s,
+                  (*g)->transport().background() ? "on" : "off");
+      std::fflush(stdout);
+    }
+  }
   // Leave together: a rank that exits early is not mistaken for a failure by a slower one.
   st = (*c)->barrier();
   return st.ok() ? 0 : fail(rank, st);

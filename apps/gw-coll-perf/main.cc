@@ -76,6 +76,10 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("--coll", coll, "allreduce (default), reduce_scatter, allgather, broadcast");
   app.add_option("-r,--root", o.root, "broadcast root (default 0)");
   app.add_flag("--inplace", o.in_place, "in-place operation (send buffer = receive buffer)");
+  app.add_option("--idle-s", o.idle_s,
+                 "after the sizes, every rank makes no call for this long (a trainer computing; "
+                 "the progress thread serves the peers), then a barrier; rank 0 prints a row "
+                 "'0 idle SECONDS' (gw-compare reads the CPU taken meanwhile)");
   app.add_option("-t,--transport", o.transport, "transport spec, e.g. tcp:iface=lo,streams=4");
   app.add_option("--ranks", o.ranks, "spawn this many local processes of this binary");
   app.add_option("--chunk", o.chunk_bytes, "ring chunk in bytes (default coll.chunk_bytes)");

@@ -6,12 +6,14 @@ import csv as _csv
 
 import gwc_workloads as W
 
-# (key, label, scale) of the cost lines under each workload; per GiB only where bytes dominate.
+# (key, label, kinds) of the cost lines under each workload; per GiB only where bytes dominate;
+# none under idle (its row is a cost already).
+_MSGS = ("lat", "bw", "rate", "coll")
 COST_LINES = [
-    ("cpu_us_per_msg", "  cpu us/msg (usr+sys)", None),
+    ("cpu_us_per_msg", "  cpu us/msg (usr+sys)", _MSGS),
     ("cpu_s_per_GiB", "  cpu s/GiB", ("bw", "coll")),
-    ("syscalls_per_msg", "  syscalls/msg", None),
-    ("ctxsw_per_msg", "  ctx switches/msg", None),
+    ("syscalls_per_msg", "  syscalls/msg", _MSGS),
+    ("ctxsw_per_msg", "  ctx switches/msg", _MSGS),
 ]
 
 

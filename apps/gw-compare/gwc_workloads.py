@@ -28,6 +28,9 @@ WORKLOADS = [
     Workload("ar_4k", "allreduce 4 KiB", "coll", 4 * KIB, "us", "low"),
     Workload("ar_1m", "allreduce 1 MiB", "coll", MIB, "us", "low"),
     Workload("ar_64m", "allreduce 64 MiB", "coll", 64 * MIB, "us", "low"),
+    # Both ranks compute (no call) while their progress threads serve the peers: the CPU they
+    # take meanwhile, both ranks together (issue 39: <= 2 % of a core per rank).
+    Workload("idle", "idle ranks' CPU", "idle", 4 * KIB, "% core", "low"),
 ]
 BY_ID = {w.id: w for w in WORKLOADS}
 LAT_WARMUP_MAX, WARMUP_BYTES = 100, 64 * MIB
@@ -80,6 +83,9 @@ def plan(duration_s, selected, est=None):
             runs.append(Run("coll", ["-b", size_text(first), "-e", size_text(w.size), "-f",
                                      str(w.size // first), "-n", str(n), "-w",
                                      str(coll_warmup(w.size)), "-c", "0"], [None, w.id]))
+    if "idle" in selected:
+        runs.append(Run("coll", ["-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "0",
+                                 "--idle-s", "%g" % max(duration_s, 1.0)], [None, "idle"]))
     return runs
 
 
@@ -100,7 +106,10 @@ def sample(run, workload, line, cost, header_lines):
     w = BY_ID[workload]
     t = line.split()
     s = {"workload": workload}
-    if run.tool == "perf" and w.kind == "lat":
+    if w.kind == "idle":  # "0 idle SECONDS": the window is the sleep and a barrier
+        secs, tc = float(t[2]), cost.get("task_clock_ns")
+        s.update(value=None if tc is None else tc / (secs * 1e9) * 100, iters=1, msgs=1)
+    elif run.tool == "perf" and w.kind == "lat":
         iters = int(t[1])
         warm = min(max(WARMUP_BYTES // w.size, 4), LAT_WARMUP_MAX)
         s.update(value=float(t[4]), t_avg=float(t[5]), p99=float(t[7]), iters=iters,
@@ -136,7 +145,9 @@ def samples_from_marks(run, marks):
                 # the window is lost, and its cost is unknown rather than zero.
                 if not cost.get("task_clock_ns"):
                     cost = {k: None for k in cost}
-                out.append(sample(run, wid, line, cost, header))
+                s = sample(run, wid, line, cost, header)
+                if s["value"] is not None:  # idle: CPU unknown without its window
+                    out.append(s)
         else:
             header.append(line)
         prev = snap

@@ -7,6 +7,7 @@
 // "[culprit: unknown]"): V is the error's structured Status::rank(), which gw-soak.py counts.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -39,19 +40,20 @@ struct Options {
   int servers = 0;
   int ps_rounds = 20;
   int timeout_ms = 20000;
-  int gaps = 0;        // compute gaps: a rank makes no call for a while before some ops
-  int gap_max_ms = 0;  // each 100 ms .. this long
+  int gaps = 0;  // compute gaps: a rank makes no call for a while before some ops
+  int gap_min_ms = 100, gap_max_ms = 0;  // each lasts gap_min_ms .. gap_max_ms
 };
 
 /// Whether this rank computes before op `i`, and how long: the same plan on every rank.
 Nanos compute_gap(const Options& o, int i, int rank, int size) {
   if (o.gaps <= 0 || o.gap_max_ms <= 0) return Nanos(0);
+  const int lo = std::min(o.gap_min_ms, o.gap_max_ms);
   std::mt19937_64 rng(o.seed * 104729 + 17);
   for (int k = 0; k < o.gaps; ++k) {
     const int at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, o.ops)));
     const int who = static_cast<int>(rng() % static_cast<uint64_t>(size));
     const int64_t ms =
-        100 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max(1, o.gap_max_ms - 99)));
+        lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.gap_max_ms - lo + 1));
     if (at == i && who == rank) return Millis(ms);
   }
   return Nanos(0);
@@ -209,8 +211,12 @@ int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   Runner run(**c, o, l.rank, l.size);
   for (int i = 0; i < o.ops; ++i) {
     // A trainer's data loading or checkpoint: no call while the transport serves the peers.
-    if (Nanos gap = compute_gap(o, i, l.rank, l.size); gap.count() > 0)
+    if (Nanos gap = compute_gap(o, i, l.rank, l.size); gap.count() > 0) {
+      std::printf("gw-soak: rank %d computes %lld ms before op %d (no gradwire call)\n", l.rank,
+                  static_cast<long long>(gap.count() / 1'000'000), i);
+      std::fflush(stdout);
       std::this_thread::sleep_for(gap);
+    }
     const Op op = make_op(o.seed, static_cast<uint64_t>(i), l.size, o.max_count);
     Wrong w;
     Status st = run.run(static_cast<uint64_t>(i), op, &w, checked);
@@ -318,8 +324,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", o.timeout_ms, "timeout of every wait")->capture_default_str();
   app.add_option("--gaps", o.gaps, "compute gaps: before this many ops one rank sleeps")
       ->capture_default_str();
-  app.add_option("--gap-max-ms", o.gap_max_ms, "each gap lasts 100 ms .. this long")
+  app.add_option("--gap-min-ms", o.gap_min_ms, "each gap lasts at least this long")
       ->capture_default_str();
+  app.add_option("--gap-max-ms", o.gap_max_ms, "and at most this long")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return gw::psapp::start("gw-soak", o.ranks, o.threads, argv, gw::Millis(o.timeout_ms),
                           [&](const gw::psapp::Launched& l) { return gw::soak::run(o, l); });

@@ -52,6 +52,12 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   Status connect_qp(const Hello& remote, const std::string& who);
   void bind(const ConnectParams& p, Fd ctrl);
   int ctrl_fd() const { return ctrl_.get(); }
+  // --- liveness (rdma_liveness.cc) ---
+  /// What the control connection brought: heartbeats, or EOF (the peer is gone).
+  void read_ctrl();
+  /// Every ~10 ms: a heartbeat out while `live` (this transport's progress thread runs), and
+  /// the peer's silence judged.
+  void liveness(uint64_t now, bool live);
   uint32_t id() const { return id_; }
   uint32_t qpn() const { return lanes_.empty() ? 0 : lanes_[0].qp->qp_num; }
   /// Queue pair of `lane` (null past the last): for tests that speak raw verbs to a peer.
@@ -230,6 +236,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   bool took_ = false;
   Fd ctrl_;
   CtrlItem ctrl_item_;
+  core::PeerLiveness live_;                  // heartbeats on ctrl_ (gw_liveness.h)
   static constexpr uint32_t kStageMax = 32;  // work requests per ibv_post_send
   using Sig = ep_state::Sig;
   using Lane = ep_state::Lane;

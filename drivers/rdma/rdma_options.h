@@ -26,6 +26,7 @@ struct Options {
   size_t cq_depth = 0;  // completions held before poll() drains them
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
+  uint64_t heartbeat_ns = 0, peer_timeout_ns = 0;  // rdma_liveness.cc
   Nanos spin{0};                 // polling before a blocking wait sleeps, while traffic flows
   StagingPool::Options staging;  // CUDA memory without GPUDirect (rdma_staging.cc)
 };

@@ -62,6 +62,13 @@ GW_REGISTER_DRIVER(
     {"rdma.spin_us", ConfigType::kInt, "100",
      "a blocking wait polls this long before sleeping on the completion channel, while "
      "completions keep coming (0: sleep at once)"},
+    {"rdma.heartbeat_ms", ConfigType::kInt, "100",
+     "while the progress thread runs (transport.progress), each control connection carries a "
+     "heartbeat this often"},
+    {"rdma.peer_timeout_ms", ConfigType::kInt, "1500",
+     "heartbeat timeout: a peer whose progress thread runs and that sent no heartbeat for this "
+     "long while requests wait on it is named stopped or hung (the NIC acks for a stopped "
+     "process, so nothing else would say so before coll.timeout_ms)"},
     {"rdma.hello_timeout_ms", ConfigType::kInt, "5000",
      "an accepted control connection must send its hello within this time"},
     {"rdma.gpu", ConfigType::kString, "auto",
@@ -103,6 +110,14 @@ Status RdmaTransport::init(const Config& cfg) {
   opts_.unexpected_bytes = static_cast<uint64_t>(r.at_least("rdma.unexpected_bytes", 0));
   opts_.cq_depth = static_cast<size_t>(r.in("rdma.cq_depth", 16, 1 << 24));
   opts_.hello_timeout_ms = static_cast<int>(r.in("rdma.hello_timeout_ms", 1, 3'600'000));
+  opts_.heartbeat_ns = static_cast<uint64_t>(r.in("rdma.heartbeat_ms", 10, 60'000)) * 1'000'000;
+  opts_.peer_timeout_ns =
+      static_cast<uint64_t>(r.in("rdma.peer_timeout_ms", 50, 3'600'000)) * 1'000'000;
+  if (opts_.peer_timeout_ns < 3 * opts_.heartbeat_ns) {
+    return Status(Code::kInvalidArgument,
+                  "rdma.peer_timeout_ms must be at least 3 x rdma.heartbeat_ms (a late heartbeat "
+                  "or two must not name a live peer)");
+  }
   opts_.spin = Nanos(r.in("rdma.spin_us", 0, 1000000) * 1000);
   const auto max_message = static_cast<size_t>(r.at_least("rdma.max_message_bytes", 1));
   DeviceWish wish{r.str("rdma.dev"), static_cast<int>(r.in("rdma.port", 0, 255)),
@@ -178,9 +193,10 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;
-  // The NIC acks; a thread would answer rendezvous and credits. auto leaves it off until its
-  // A/B on soft-RoCE is measured (transport.progress=thread turns it on).
-  props_.progress_thread = false;
+  // The NIC acks; the thread sends heartbeats (a stopped rank is named in
+  // rdma.peer_timeout_ms) and answers rendezvous requests and credits while the caller computes
+  // (A/B on soft-RoCE: docs/bench-rdma.md).
+  props_.progress_thread = true;
   props_.progress_tick_us = 20'000;
   core_.init("rdma", log_, opts_.cq_depth, opts_.max_outstanding, opts_.unexpected_bytes);
   stash_.resize(kPollBatch);
@@ -248,30 +264,26 @@ void RdmaTransport::service_events() {
         [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &v, sizeof v);
         break;
       }
-      case PollItem::kCtrl: {
-        RdmaEndpoint* ep = static_cast<CtrlItem*>(item)->ep;
-        char buf[64];
-        ssize_t r = ::recv(ep->ctrl_fd(), buf, sizeof buf, MSG_DONTWAIT);
-        if (r > 0) {
-          ep->fail(Status(Code::kProtocolError, "rdma: unexpected bytes from " + ep->peer_name() +
-                                                    " on its control connection"));
-        } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-          // Deliver what already arrived before reporting the peer gone.
-          ibv_wc wc[kPollBatch];
-          int k;
-          while ((k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc)) > 0)
-            for (int j = 0; j < k; ++j) handle_wc(wc[j]);
-          // RemoteError, as tcp and dpdk report a peer that closed (gw_transport.h).
-          ep->fail(Status(Code::kRemoteError, "rdma: " + ep->peer_name() +
-                                                  " closed its control connection (process "
-                                                  "exited or endpoint destroyed)"),
-                   true);
-        }
+      case PollItem::kCtrl:
+        static_cast<CtrlItem*>(item)->ep->read_ctrl();
         break;
-      }
     }
   }
   if (listener_.needs_tick()) listener_.tick();
+  liveness();
+}
+
+void RdmaTransport::ctrl_closed(RdmaEndpoint* ep) {
+  // Deliver what already arrived before reporting the peer gone.
+  ibv_wc wc[kPollBatch];
+  int k;
+  while ((k = ibv_poll_cq(cq_verbs_.get(), kPollBatch, wc)) > 0)
+    for (int j = 0; j < k; ++j) handle_wc(wc[j]);
+  // RemoteError, as tcp and dpdk report a peer that closed (gw_transport.h).
+  ep->fail(Status(Code::kRemoteError, "rdma: " + ep->peer_name() +
+                                          " closed its control connection (process "
+                                          "exited or endpoint destroyed)"),
+           true);
 }
 
 void RdmaTransport::handle_wc(const ibv_wc& wc) {
@@ -305,6 +317,9 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   // at most every 500 us: epoll_wait is a system call that delays the next poll.
   if (n == 0 && (armed_ || listener_.needs_tick() || (++idle_polls_ % 32 == 0 && service_due())))
     service_events();
+  else if ((n > 0 && (++busy_polls_ & 1023) == 0) || background() != live_tick_.live()) [[unlikely]]
+    liveness();  // heartbeats go on while completions keep coming, and a thread's start/stop
+                 // is told at once
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
@@ -408,6 +423,9 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"staged_recvs", c.staged_recvs},
           {"staging_windows", c.staging_windows},
           {"held_stalls", c.held_stalls},
+          {"heartbeats_sent", c.heartbeats_sent},
+          {"heartbeats_received", c.heartbeats_received},
+          {"peer_timeouts", c.peer_timeouts},
           {"reg_cache_hits", regcache_->hits()},
           {"reg_cache_misses", regcache_->misses()},
           {"reg_cache_evictions", regcache_->evictions()},

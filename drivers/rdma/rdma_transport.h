@@ -5,7 +5,8 @@
 /// it and both sides swap a Hello (QPN, PSN, GID, LID, MTU, credits). Any transport in a
 /// connect() call or in poll() answers incoming Hellos, so a Group's dial-all-then-accept
 /// order never deadlocks. The control connection stays open: its EOF reports a dead peer
-/// at once, the QP's bounded retries catch the rest.
+/// at once, the QP's bounded retries catch the rest, and while a progress thread runs it
+/// carries heartbeats that name a stopped one (rdma_liveness.cc).
 /// Thread-safety: none (one thread drives a transport and its endpoints).
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "gw_core.h"
 #include "gw_device.h"
 #include "gw_listener.h"
+#include "gw_liveness.h"
 #include "gw_slots.h"
 #include "gw_socket.h"
 #include "gw_staging.h"
@@ -101,6 +103,8 @@ class RdmaTransport final : public Transport {
   core::UnexpectedStore& store() { return core_.store(); }
   void endpoint_gone(RdmaEndpoint* ep);
   void watch_ctrl(RdmaEndpoint* ep, int fd);
+  /// `ep`'s control connection reached EOF or failed: the peer is gone.
+  void ctrl_closed(RdmaEndpoint* ep);
   /// Whether `buf` (in `mr`, if any) is CUDA memory that must be staged: only on the staging
   /// path, where `mr`'s kind says so, or for an unregistered pointer the device table's.
   bool staged(const void* buf, const MemoryRegion* mr) const {
@@ -121,6 +125,7 @@ class RdmaTransport final : public Transport {
     uint64_t advert_writes_received = 0, adverts_received = 0;
     uint64_t staged_sends = 0, staged_recvs = 0, staging_windows = 0;
     uint64_t held_stalls = 0;  // times messages began to wait in receive buffers
+    uint64_t heartbeats_sent = 0, heartbeats_received = 0, peer_timeouts = 0;
   };
 
  private:
@@ -136,6 +141,8 @@ class RdmaTransport final : public Transport {
   Status init_verbs();
   void service_events();
   bool service_due();
+  /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (rdma_liveness.cc).
+  void liveness();
   /// Passive side: make the QP, connect it, reply, and park it until connect() asks for it.
   void answer(Fd fd, const Hello& h);
   void handle_wc(const ibv_wc& wc);
@@ -160,7 +167,8 @@ class RdmaTransport final : public Transport {
       wake_item_{PollItem::kWake};
   RdmaCq cq_;
   bool armed_ = false;
-  uint32_t idle_polls_ = 0;
+  uint32_t idle_polls_ = 0, busy_polls_ = 0;
+  core::LivenessTick live_tick_;
   Clock::time_point last_service_{};  // last idle epoll pass
   bool busy_ = false;                 // progress() found work since take_busy()
   std::vector<ibv_wc> stash_;

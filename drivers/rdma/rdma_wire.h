@@ -1,8 +1,9 @@
 /// @file rdma_wire.h
 /// What RDMA peers exchange. The control connection (TCP, set up through the Address) carries
 /// one Hello each way: the queue pair's coordinates and where the peer may write credit
-/// updates. Over the queue pair, every SEND starts with a MsgHdr. Little-endian hosts only
-/// (checked at compile time), as the rest of gradwire's wire formats.
+/// updates; then only heartbeats, one byte each (kBeatLive, kBeatQuiet). Over the queue pair, every
+/// SEND starts with a MsgHdr. Little-endian hosts only (checked at compile time), as the rest of
+/// gradwire's wire formats.
 #pragma once
 
 #include <bit>
@@ -14,7 +15,7 @@ namespace gw::drv::rdma {
 static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
 
 inline constexpr uint32_t kHelloMagic = 0x47574448;  // "HDWG"
-inline constexpr uint16_t kWireVersion = 4;
+inline constexpr uint16_t kWireVersion = 5;          // 5: heartbeats on the control connection
 /// Queue pairs one connection may stripe over (rdma.qps_per_conn).
 inline constexpr int kMaxQps = 8;
 
@@ -39,6 +40,12 @@ struct Hello {
   uint32_t pad2 = 0;
 };
 static_assert(sizeof(Hello) == 96);
+
+/// Heartbeats (rdma_liveness.cc): while a rank's progress thread runs it sends kBeatLive every
+/// rdma.heartbeat_ms on each control connection, and kBeatQuiet once when the thread stops
+/// (its silence then means nothing). The NIC acknowledges for a stopped process, the kernel
+/// keeps its control connection open: only these say the process still runs.
+inline constexpr uint8_t kBeatLive = 'L', kBeatQuiet = 'Q';
 
 enum class MsgType : uint8_t {
   kEager = 1,   ///< header + payload

@@ -122,7 +122,7 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     std::string why;
     switch (tls_read(s.ssl.get(), dst, n, got, &why)) {
       case TlsIo::kOk:
-        heard_ = true;
+        live_.heard();
         t_->counters_.bytes_received += *got;
         return true;
       case TlsIo::kWantRead:
@@ -145,7 +145,7 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     // skip the recv() that would only say EAGAIN -- unless the peer's FIN came with the data
     // (EPOLLRDHUP), which no later edge would report.
     if (static_cast<size_t>(r) < n && !s.hup) s.readable = false;
-    heard_ = true;
+    live_.heard();
     t_->counters_.bytes_received += static_cast<uint64_t>(r);
     return true;
   }
@@ -185,7 +185,7 @@ void TcpEndpoint::read(Stream& s) {
           return;
         }
         if (s.hdr.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
-          peer_live_ = (s.hdr.flags & kHeartbeatLive) != 0;
+          live_.peer_says((s.hdr.flags & kHeartbeatLive) != 0);
           ++t_->counters_.heartbeats_received;
           s.big = false;
           continue;

@@ -95,12 +95,8 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   std::vector<SendSlot> sends_;
   std::vector<int> free_sends_;
   std::vector<MsgExt> ext_;
-  // Liveness: bytes arrived since the last check (a plain store per read), the peer's last
-  // heartbeat flag, and the clock of the last arrival and the last heartbeat sent.
-  bool heard_ = false;
-  bool peer_live_ = false;
-  bool live_sent_ = false;
-  uint64_t last_rx_ns_ = 0, last_hb_ns_ = 0;
+  // Heartbeats (gw_liveness.h): bytes arrived since the last check are a plain store per read.
+  core::PeerLiveness live_;
   uint64_t tx_seq_ = 0;
   uint64_t next_match_ = 0;
   size_t rr_ = 0;

@@ -426,7 +426,7 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
     }
   }
   if (listener_.needs_tick()) listener_.tick();
-  if (!skip_epoll || background() != live_) liveness();
+  if (!skip_epoll || background() != live_tick_.live()) liveness();
   if (core_.take_abort()) [[unlikely]]
     abort_now();
   return core_.sink().drain(out);

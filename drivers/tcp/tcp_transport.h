@@ -15,6 +15,7 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_listener.h"
+#include "gw_liveness.h"
 #include "gw_socket.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
@@ -160,8 +161,7 @@ class TcpTransport final : public Transport {
   bool parked_tls_ = false;                      // some parked TLS handshake still runs
   std::vector<epoll_event> events_;
   uint32_t polls_ = 0;
-  uint64_t last_liveness_ = 0;
-  bool live_ = false;          // background() when liveness() last ran
+  core::LivenessTick live_tick_;
   uint32_t direct_polls_ = 0;  // direct polls in a row
   bool unwatched_ = false;     // the streams are out of the epoll set
   DeviceOps* dev_ = nullptr;   // null: no usable GPU (dev_why_ says why)

@@ -16,7 +16,7 @@ namespace gw::drv::tcp {
 static_assert(std::endian::native == std::endian::little, "wire format assumes little-endian");
 
 inline constexpr uint32_t kMagic = 0x31575747;  // "GWW1"
-inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kVersion = 3;          // 3: heartbeat frames (kHeartbeat)
 inline constexpr uint32_t kMaxStreams = 64;
 inline constexpr uint64_t kMaxChunk = uint64_t{1} << 30;
 

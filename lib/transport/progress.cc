@@ -24,8 +24,8 @@ GW_CONFIG_KEYS(progress,
                 "who serves peers while the application computes outside gradwire: "
                 "thread (a progress thread per transport, asleep between events), "
                 "caller (only the application's calls; a rank that computes longer "
-                "than the driver's peer timeout looks dead), auto (thread on dpdk and tcp, "
-                "caller on rdma until measured)"});
+                "than the driver's peer timeout looks dead), auto (the driver's choice: thread on "
+                "dpdk, tcp and rdma)"});
 
 // Gates this thread holds (nested scopes are free); a thread rarely drives more than two
 // transports at once.

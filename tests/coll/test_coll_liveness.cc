@@ -45,9 +45,13 @@ TEST(CollLiveness, ARankThatComputesTenSecondsBetweenCallsStaysAlive) {
     Status st = rk->comm->allreduce(b.data(), bout.data(), small, DataType::kInt32, ReduceOp::kMax);
     ASSERT_TRUE(st.ok()) << "rank " << r << ", the step after: " << st.to_string();
     EXPECT_EQ(check_result(DataType::kInt32, ReduceOp::kMax, n, bout.data(), small, "next"), 0u);
-    if (r == 0) EXPECT_GE(Clock::now() - t0, kGap - Millis(1000)) << "rank 0 did not wait";
+    if (r == 0) {
+      EXPECT_GE(Clock::now() - t0, kGap - Millis(1000)) << "rank 0 did not wait";
+    }
     // Rank 1's thread served the peer during the gap (rank 0 was inside calls throughout).
-    if (r == 1) EXPECT_GT(rk->group->transport().background_passes(), 0u);
+    if (r == 1) {
+      EXPECT_GT(rk->group->transport().background_passes(), 0u);
+    }
   });
 }
 

@@ -120,7 +120,7 @@ for target in ("fuzz_store_client", "fuzz_store_client_core"):
 
 # tcp frames: mode, receives (u16 size, tag), then the peer's bytes
 def tcp_hdr(typ, chunk, tag, msg_len, seq, off):
-    return struct.pack("<IBBHIIQQQQ16x", 0x31575747, 2, typ, 0, chunk, 0, tag, msg_len, seq, off)
+    return struct.pack("<IBBHIIQQQQ16x", 0x31575747, 3, typ, 0, chunk, 0, tag, msg_len, seq, off)
 
 
 put("fuzz_tcp_frames", "one_msg", b"\x01" + u16(100) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
@@ -131,6 +131,7 @@ put("fuzz_tcp_frames", "two_chunks", b"\x02" + u16(100) + b"\x05" + u16(8) + b"\
 put("fuzz_tcp_frames", "unexpected", b"\x00" + tcp_hdr(1, 3, 9, 3, 0, 0) + b"xyz")
 put("fuzz_tcp_frames", "any_source", b"\x41" + u16(64) + b"\xff" + tcp_hdr(1, 2, 77, 2, 0, 0) + b"hi")
 put("fuzz_tcp_frames", "hello", b"\x80" + tcp_hdr(2, 0, 7, 1, 0, 0))
+put("fuzz_tcp_frames", "heartbeat", b"\x00" + tcp_hdr(3, 0, 0, 0, 0, 0) + tcp_hdr(1, 2, 9, 2, 0, 0) + b"ok")
 put("fuzz_tcp_frames", "too_long", b"\x01" + u16(4) + b"\x05" + tcp_hdr(1, 10, 5, 10, 0, 0) +
     b"0123456789")
 
@@ -353,9 +354,9 @@ put("fuzz_ps_msgs_core", "bye_short_bad", ps_core(b"\x02\x01" + ps_ctrl(4) + b"\
 
 
 # rdma header messages (rdma_wire.h check_msg): lanes, eager_bytes, payload, send flags
-# (present|used|awaiting|windowed), win_next, send length, then MsgHdr (48 bytes, version 4).
+# (present|used|awaiting|windowed), win_next, send length, then MsgHdr (48 bytes, version 5).
 def rdma_case(lanes, eager, payload, flags, win_next, slen, typ, stripes, tag, ln, rkey):
-    hdr = struct.pack("<BBHIIIQQQII", typ, 4, stripes, 0, 0, 0, tag, ln, 0x1000, rkey, 0)
+    hdr = struct.pack("<BBHIIIQQQII", typ, 5, stripes, 0, 0, 0, tag, ln, 0x1000, rkey, 0)
     return (bytes([lanes]) + u16(eager) + u16(payload) + bytes([flags]) +
             struct.pack("<QQ", win_next, slen) + hdr)
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# meson test 'coll-rdma-vm': one boot of the soft-RoCE VM (usertools/gw-rxe-vm.sh) runs, over
+# rdma:dev=rxe0: abort and the culprit's name (test_coll, ranks as threads); a rank that makes
+# no call for 10 s (test_coll CollLiveness, test_capi gap); SIGKILL and SIGSTOP of one of 4
+# rank processes with coll.timeout_ms = 60 s, every survivor naming it within 2 s
+# (usertools/gw-fail-trials.py: the stopped one by its missing heartbeats).
+# Usage: run_coll_in_vm.sh SOURCE_ROOT BUILD_ROOT. Exit 77 (skip) only when the VM's packages
+# are missing; any other failure fails the test.
+set -uo pipefail
+src=$1 build=$2
+inner=$(cat <<EOF2
+set -e
+export GW_LOG_LEVEL=warn
+echo "== test_coll over rdma:dev=rxe0"
+GW_TEST_COLL_TRANSPORT=rdma:dev=rxe0 $build/tests/coll/test_coll --gtest_brief=1 \
+  --gtest_filter='CollAbort.*:CollErrors.DeadRank*:CollErrors.RankThatNever*:CollLiveness.*'
+echo "== test_capi gap over rdma:dev=rxe0"
+GW_TEST_CAPI_TRANSPORT=rdma:dev=rxe0 $build/tests/capi/test_capi gap
+echo "== kill and stop trials, 4 ranks over rdma:dev=rxe0"
+GW_LOG_LEVEL=error /usr/bin/python3 $src/usertools/gw-fail-trials.py --kills 1 --stops 1 \
+  --ranks 4-4 --timeout-ms 60000 --stop-limit-s 2 --bytes 262144 --build $build \
+  --transport rdma:dev=rxe0
+echo "== coll-rdma-vm: all passed"
+EOF2
+)
+exec bash "$src/usertools/gw-rxe-vm.sh" --timeout 420 -- bash -c "$inner"
