@@ -129,6 +129,8 @@ cat >"$share/gw-vm-guest.sh" <<'EOF'
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp
 mount -t tmpfs tmpfs /run 2>/dev/null
 mount -t tmpfs tmpfs /var/tmp 2>/dev/null
+# POSIX semaphores and shared memory (Python's multiprocessing, torch's spawn) live there.
+mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm 2>/dev/null
 ulimit -l unlimited
 ip link set lo up
 modprobe rdma_rxe && modprobe dummy numdummies=0 &&

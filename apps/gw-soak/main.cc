@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,19 +45,40 @@ struct Options {
   int gap_min_ms = 100, gap_max_ms = 0;  // each lasts gap_min_ms .. gap_max_ms
 };
 
-/// Whether this rank computes before op `i`, and how long: the same plan on every rank.
-Nanos compute_gap(const Options& o, int i, int rank, int size) {
-  if (o.gaps <= 0 || o.gap_max_ms <= 0) return Nanos(0);
+/// Whether this rank computes before step `i` of a phase of `steps` steps (0: the collectives,
+/// 1: the PS rounds), and how long: the same plan on every rank; ranks [first, first + count)
+/// may compute.
+Nanos compute_gap(const Options& o, uint64_t phase, int steps, int i, int rank, int first,
+                  int count) {
+  if (o.gaps <= 0 || o.gap_max_ms <= 0 || count <= 0) return Nanos(0);
   const int lo = std::min(o.gap_min_ms, o.gap_max_ms);
-  std::mt19937_64 rng(o.seed * 104729 + 17);
+  std::mt19937_64 rng(o.seed * 104729 + 17 + phase);
   for (int k = 0; k < o.gaps; ++k) {
-    const int at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, o.ops)));
-    const int who = static_cast<int>(rng() % static_cast<uint64_t>(size));
-    const int64_t ms =
-        lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.gap_max_ms - lo + 1));
+    const int at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, steps)));
+    const int who = first + static_cast<int>(rng() % static_cast<uint64_t>(count));
+    const int64_t ms = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.gap_max_ms - lo + 1));
     if (at == i && who == rank) return Millis(ms);
   }
   return Nanos(0);
+}
+
+/// A trainer's data loading or checkpoint: no call while the transport serves the peers.
+void maybe_compute(const Options& o, uint64_t phase, int steps, int i, const Launched& l,
+                   int first) {
+  const Nanos gap = compute_gap(o, phase, steps, i, l.rank, first, l.size - first);
+  if (gap.count() == 0) return;
+  std::printf("gw-soak: rank %d computes %lld ms before %s %d (no gradwire call)\n", l.rank,
+              static_cast<long long>(gap.count() / 1'000'000), phase == 0 ? "op" : "PS round", i);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(gap);
+}
+
+/// The transport spec of a phase: "{phase}" becomes its name, so that each phase may have its
+/// own memif socket (a pair of processes reopening one socket raced once in three under load).
+std::string phase_spec(const Options& o, const std::string& phase) {
+  std::string s = o.transport;
+  for (size_t at; (at = s.find("{phase}")) != std::string::npos;) s.replace(at, 7, phase);
+  return s;
 }
 
 /// First wrong element, if any.
@@ -202,7 +224,7 @@ class Runner {
 
 int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   const Nanos tmo = Millis(o.timeout_ms);
-  auto g = psapp::make_group(l, o.transport, "soak/coll", tmo);
+  auto g = psapp::make_group(l, phase_spec(o, "coll"), "soak/coll", tmo);
   if (!g.ok()) return fail(l, "set-up", g.status());
   CommOptions co;
   co.timeout = tmo;
@@ -210,13 +232,7 @@ int coll_phase(const Options& o, const Launched& l, uint64_t* checked) {
   if (!c.ok()) return fail(l, "communicator", c.status());
   Runner run(**c, o, l.rank, l.size);
   for (int i = 0; i < o.ops; ++i) {
-    // A trainer's data loading or checkpoint: no call while the transport serves the peers.
-    if (Nanos gap = compute_gap(o, i, l.rank, l.size); gap.count() > 0) {
-      std::printf("gw-soak: rank %d computes %lld ms before op %d (no gradwire call)\n", l.rank,
-                  static_cast<long long>(gap.count() / 1'000'000), i);
-      std::fflush(stdout);
-      std::this_thread::sleep_for(gap);
-    }
+    maybe_compute(o, 0, o.ops, i, l, 0);
     const Op op = make_op(o.seed, static_cast<uint64_t>(i), l.size, o.max_count);
     Wrong w;
     Status st = run.run(static_cast<uint64_t>(i), op, &w, checked);
@@ -248,7 +264,7 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
   po.servers = o.servers;
   po.mode = Consistency::kBsp;
   po.timeout = tmo;
-  auto g = psapp::make_group(l, o.transport, "soak/ps", tmo);
+  auto g = psapp::make_group(l, phase_spec(o, "ps"), "soak/ps", tmo);
   if (!g.ok()) return fail(l, "PS set-up", g.status());
   Status st;
   if (l.rank < o.servers) {
@@ -259,6 +275,7 @@ int ps_phase(const Options& o, const Launched& l, uint64_t* checked) {
     if (!w.ok()) return fail(l, "PS worker", w.status());
     const int workers = (*w)->workers();
     for (int t = 0; t < o.ps_rounds && st.ok(); ++t) {
+      maybe_compute(o, 1, o.ps_rounds, t, l, o.servers);
       for (const KeySpec& k : keys) {
         std::vector<float> grad(k.count), par(k.count, -1000.0f);
         for (size_t i = 0; i < k.count; ++i)
@@ -315,14 +332,17 @@ int main(int argc, char** argv) {
       "gw-soak"};
   app.add_option("--ranks", o.ranks, "start this many local processes")->check(CLI::Range(2, 64));
   app.add_flag("--threads", o.threads, "with --ranks: ranks as threads (dpdk:ring=NAME)");
-  app.add_option("-t,--transport", o.transport, "transport spec")->capture_default_str();
+  app.add_option("-t,--transport", o.transport,
+                 "transport spec; {phase} becomes coll or ps (e.g. a memif socket per phase)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "schedule seed (the same on every rank)")->capture_default_str();
   app.add_option("--ops", o.ops, "collectives to run")->capture_default_str();
   app.add_option("--max-count", o.max_count, "largest element count")->capture_default_str();
   app.add_option("--servers", o.servers, "PS servers (0: no PS phase)")->capture_default_str();
   app.add_option("--ps-rounds", o.ps_rounds, "BSP rounds per key")->capture_default_str();
   app.add_option("--timeout-ms", o.timeout_ms, "timeout of every wait")->capture_default_str();
-  app.add_option("--gaps", o.gaps, "compute gaps: before this many ops one rank sleeps")
+  app.add_option("--gaps", o.gaps,
+                 "compute gaps: before this many ops (and as many PS rounds) one rank sleeps")
       ->capture_default_str();
   app.add_option("--gap-min-ms", o.gap_min_ms, "each gap lasts at least this long")
       ->capture_default_str();

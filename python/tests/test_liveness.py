@@ -41,3 +41,10 @@ def test_compute_gap_tcp():
 @pytest.mark.skipif(not dpdk_usable(), reason="gradwire built without the dpdk driver")
 def test_compute_gap_dpdk_memif(tmp_path):
     spawn(run_gap, 2, f"dpdk:vdev=net_memif0,role=auto,socket={tmp_path / 'memif.sock'}")
+
+
+@pytest.mark.skipif(not os.environ.get("GW_TEST_TORCH_RDMA"),
+                    reason="needs an RDMA device: runs inside the soft-RoCE VM (meson test "
+                           "coll-rdma-vm sets GW_TEST_TORCH_RDMA=rdma:dev=rxe0)")
+def test_compute_gap_rdma():
+    spawn(run_gap, 2, os.environ["GW_TEST_TORCH_RDMA"])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The liveness checks of issue 39 over dpdk af_packet on veth, in the namespace test bed:
 #  1. gap: 2 ranks (gw-soak, every element checked), one makes no gradwire call for 10 s
-#     before one of its collectives while the other waits in it: every op must succeed;
+#     before one of its collectives while the other waits in it, and the PS worker 10 s before
+#     a round while the server waits: every op must succeed;
 #  2. stop/kill: 4 ranks (usertools/gw-fail-trials.py --netns), one SIGKILLed, one SIGSTOPped
 #     with coll.timeout_ms = 60 s: every survivor names it within 2 s (heartbeats).
 #   test_liveness.sh GW_CLUSTER_SH BUILD_ROOT
@@ -16,11 +17,13 @@ id=l$(( $$ % 100000 ))
 logs=$(mktemp -d /tmp/gw-liveness.XXXXXX)
 trap 'rm -rf "$logs"; bash "$script" --id "$id" down >/dev/null 2>&1' EXIT
 
-echo "== gap: 2 ranks over af_packet, one computes 10 s"
+echo "== gap: 2 ranks over af_packet, one computes 10 s in the collectives, the PS worker 10 s"
 bash "$script" --id "$id" --hosts 2 --timeout 90 --logs "$logs" -- "$build/apps/gw-soak/gw-soak" \
-  -t "$spec" --ops 10 --max-count 50000 --gaps 1 --gap-min-ms 10000 --gap-max-ms 10000 \
-  --seed 5 --timeout-ms 60000 || fail "a rank failed (logs above)"
-grep -h "computes" "$logs"/rank*.log || fail "no rank took its 10 s gap"
+  -t "$spec" --ops 10 --max-count 50000 --servers 1 --ps-rounds 3 --gaps 1 --gap-min-ms 10000 \
+  --gap-max-ms 10000 --seed 5 --timeout-ms 60000 || fail "a rank failed (logs above)"
+grep -h "computes" "$logs"/rank*.log
+grep -q "computes 10000 ms before op" "$logs"/rank*.log || fail "no rank took its collective gap"
+grep -q "computes 10000 ms before PS round" "$logs"/rank*.log || fail "the PS worker took no gap"
 bash "$script" --id "$id" check-clean || fail "the test bed left namespaces or links"
 
 echo "== stop and kill: 4 ranks over af_packet"

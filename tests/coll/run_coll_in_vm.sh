@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # meson test 'coll-rdma-vm': one boot of the soft-RoCE VM (usertools/gw-rxe-vm.sh) runs, over
 # rdma:dev=rxe0: abort and the culprit's name (test_coll, ranks as threads); a rank that makes
-# no call for 10 s (test_coll CollLiveness, test_capi gap); SIGKILL and SIGSTOP of one of 4
+# no call for 10 s (test_coll CollLiveness, test_capi gap, the PyTorch backend); SIGKILL and SIGSTOP of one of 4
 # rank processes with coll.timeout_ms = 60 s, every survivor naming it within 2 s
 # (usertools/gw-fail-trials.py: the stopped one by its missing heartbeats).
 # Usage: run_coll_in_vm.sh SOURCE_ROOT BUILD_ROOT. Exit 77 (skip) only when the VM's packages
@@ -16,6 +16,15 @@ GW_TEST_COLL_TRANSPORT=rdma:dev=rxe0 $build/tests/coll/test_coll --gtest_brief=1
   --gtest_filter='CollAbort.*:CollErrors.DeadRank*:CollErrors.RankThatNever*:CollLiveness.*'
 echo "== test_capi gap over rdma:dev=rxe0"
 GW_TEST_CAPI_TRANSPORT=rdma:dev=rxe0 $build/tests/capi/test_capi gap
+echo "== PyTorch backend: compute gap over rdma:dev=rxe0"
+if ls $build/python/gradwire/_C*.so >/dev/null 2>&1; then
+  # TMPDIR on the guest's tmpfs: pytest's capture files and the FileStore need local files.
+  TMPDIR=/var/tmp PYTHONPATH=$build/python:$src/python/tests OMP_NUM_THREADS=1 GW_LOG_LEVEL=error \
+    GW_TEST_TORCH_RDMA=rdma:dev=rxe0 /usr/bin/python3 -m pytest -q -p no:cacheprovider -x \
+    $src/python/tests/test_liveness.py -k rdma
+else
+  echo "not run: this build has no PyTorch backend (python3-torch missing at configure)"
+fi
 echo "== kill and stop trials, 4 ranks over rdma:dev=rxe0"
 GW_LOG_LEVEL=error /usr/bin/python3 $src/usertools/gw-fail-trials.py --kills 1 --stops 1 \
   --ranks 4-4 --timeout-ms 60000 --stop-limit-s 2 --bytes 262144 --build $build \
