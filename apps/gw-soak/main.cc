@@ -56,7 +56,8 @@ Nanos compute_gap(const Options& o, uint64_t phase, int steps, int i, int rank, 
   for (int k = 0; k < o.gaps; ++k) {
     const int at = static_cast<int>(rng() % static_cast<uint64_t>(std::max(1, steps)));
     const int who = first + static_cast<int>(rng() % static_cast<uint64_t>(count));
-    const int64_t ms = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.gap_max_ms - lo + 1));
+    const int64_t ms =
+        lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(o.gap_max_ms - lo + 1));
     if (at == i && who == rank) return Millis(ms);
   }
   return Nanos(0);
