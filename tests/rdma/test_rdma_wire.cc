@@ -5,6 +5,7 @@
 // pending receive with that error and leave its other buffers untouched. Also: striping over
 // two queue pairs actually happens and keeps every byte in place.
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <functional>
@@ -288,6 +289,37 @@ TEST_F(RdmaWire, AdvertisedReceivesTakeDirectWrites) {
   EXPECT_EQ(check_pattern(in[10].data(), kLen, msg_seed(0, 1, 3, 10)), "");
   EXPECT_TRUE(g0.endpoint(1).status().ok());
   EXPECT_TRUE(g1.endpoint(0).status().ok());
+}
+
+// After the hellos the control connection carries only heartbeats (rdma_liveness.cc): any other
+// byte (a peer of another version, a stray writer) fails the endpoint with a protocol error
+// that names the peer, and the pending receive completes with it.
+TEST_F(RdmaWire, ForeignByteOnTheControlConnection) {
+  auto groups = make_groups(kRxe, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  Group& g1 = *groups[1];
+  std::vector<uint8_t> rbuf(64);
+  RecvRequest rr{rbuf.data(), 64, 7, 42, nullptr};
+  ASSERT_EQ(*g1.endpoint(0).post_recv({&rr, 1}), 1u);
+  auto& ep0 = dynamic_cast<rd::RdmaEndpoint&>(groups[0]->endpoint(1));
+  const char junk = 'X';
+  ASSERT_EQ(::send(ep0.ctrl_fd(), &junk, 1, MSG_NOSIGNAL), 1);
+  bool ep_error = false, recv_failed = false;
+  for (auto end = Clock::now() + std::chrono::seconds(20); Clock::now() < end && !ep_error;) {
+    Completion c[4];
+    auto n = g1.transport().cq().wait(c, Millis(100));
+    for (size_t i = 0; n.ok() && i < *n; ++i) {
+      if (c[i].op == Op::kEndpointError) ep_error = true;
+      if (c[i].op == Op::kRecv && c[i].wr_id == 42) recv_failed = c[i].code != Code::kOk;
+    }
+  }
+  ASSERT_TRUE(ep_error) << "rank 1 never reported the byte";
+  const Status st = g1.endpoint(0).status();
+  EXPECT_EQ(st.code(), Code::kProtocolError) << st.to_string();
+  EXPECT_NE(st.to_string().find("byte 88 from rank 0"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("only heartbeats"), std::string::npos) << st.to_string();
+  EXPECT_EQ(g1.transport().stats()["protocol_errors"], 1u);
+  EXPECT_TRUE(recv_failed) << "the pending receive completes with the error";
 }
 
 }  // namespace
