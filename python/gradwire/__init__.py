@@ -5,6 +5,9 @@
 
 The transport comes from GW_TRANSPORT ("tcp" by default; "dpdk:vdev=net_memif0,role=auto,
 socket=/tmp/gw.sock" for memif between two processes; "rdma"). CPU tensors only.
+torch.distributed.monitored_barrier works on gradwire groups too (torch 1.13 allows gloo only;
+importing gradwire lets it through for gradwire groups): rank 0 names the ranks that did not
+arrive within the timeout, as gloo does.
 A failed call raises RuntimeError whose text names the culprit ("[failed rank 3]");
 failed_rank() gives it as a number, abort() breaks the group on every rank (any thread).
 The tensors of a call that failed are held by the backend until the group is destroyed
@@ -37,6 +40,24 @@ def abort(group=None, reason=""):
 def _create(store, rank, size, timeout):
     return create_process_group(store, rank, size, timeout)
 
+
+def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, also for gradwire groups (ProcessGroupGW
+    implements monitoredBarrier with gloo's protocol and error texts)."""
+    c10d = dist.distributed_c10d
+    if c10d._rank_not_in_group(group):
+        return None
+    g = _group(group)
+    if dist.get_backend(g) != "gradwire":
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    if timeout is None:
+        timeout = c10d.default_pg_timeout
+    return g.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
+if getattr(dist.monitored_barrier, "__module__", "") != __name__:
+    _torch_monitored_barrier = dist.monitored_barrier
+    dist.monitored_barrier = dist.distributed_c10d.monitored_barrier = _monitored_barrier
 
 if "GRADWIRE" not in dist.Backend._plugins:
     dist.Backend.register_backend("gradwire", _create)

@@ -93,6 +93,7 @@ void Engine::retire_finished() {
       ++it;
       continue;
     }
+    if (a.status.ok() && a.job.check) a.status = a.job.check();
     if (a.status.ok() && a.job.finish) a.job.finish();
     if (a.job.done) a.job.done(a.status);
     // After a break a job's posts fail at once (nothing issued), so kept_ grows by the jobs

@@ -24,11 +24,13 @@ namespace gw::torch {
 
 /// One torch call: `posts` start one collective or point-to-point request each (the engine
 /// issues them in order as slots free up; a later Job's posts never overtake them, so every
-/// rank starts collectives in the same order); `finish` runs after all succeeded (copy-out);
-/// `done` runs last, with the first error or OK.
+/// rank starts collectives in the same order); `check` runs after all succeeded and may turn
+/// the job into an error (a message shorter than expected); `finish` runs after all succeeded
+/// (copy-out); `done` runs last, with the first error or OK.
 struct Job {
   using Post = std::function<Result<CollHandle>(Communicator&)>;
   std::vector<Post> posts;
+  std::function<Status()> check;
   std::function<void()> finish;
   std::function<void(const Status&)> done;
 };

@@ -3,33 +3,12 @@
 // scatter, alltoall) are point-to-point messages; reduce is an allreduce (a copy on non-roots).
 #include <ATen/ATen.h>
 
+#include "pg_util.h"
 #include "process_group_gw.h"
 
 namespace gw::torch {
-namespace {
 
 using c10d::OpType;
-using Post = Job::Post;
-
-/// How a reduction runs in the library. int8 has no kernel: sum/product wrap identically as
-/// uint8 (two's complement), and min/max order like uint8 once the sign bit is flipped.
-struct RedPlan {
-  DataType dt = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  bool flip_sign = false;
-};
-
-void check_cpu(const at::Tensor& t, const char* op) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.device().is_cpu(), "gradwire ", op, ": tensor on ", t.device(),
-                              ": only CPU tensors are supported (device buffers are the CUDA "
-                              "driver's, not yet wired to this backend)");
-}
-
-at::Tensor single(std::vector<at::Tensor>& ts, const char* op) {
-  TORCH_CHECK(ts.size() == 1, "gradwire ", op, ": expects one tensor per rank, got ", ts.size());
-  check_cpu(ts[0], op);
-  return ts[0];
-}
 
 RedPlan plan_reduce(const char* op, at::ScalarType st, const c10d::ReduceOp& rop) {
   RedPlan p;
@@ -97,56 +76,11 @@ RedPlan plan_reduce(const char* op, at::ScalarType st, const c10d::ReduceOp& rop
   return p;
 }
 
-CallOptions call_opts(std::chrono::milliseconds t) {
-  CallOptions c;
-  if (t.count() > 0) c.timeout = t;
-  return c;
-}
-
-/// The buffer an in-place op works on: the tensor itself when it is contiguous (and needs no
-/// sign flip), else a contiguous copy that `copy_back` returns to it.
-at::Tensor stage(const at::Tensor& t, const RedPlan& p) {
-  if (p.flip_sign) return t.contiguous().view(at::kByte).bitwise_xor(0x80);
-  return t.is_contiguous() ? t : t.contiguous();
-}
-void copy_back(at::Tensor& t, const at::Tensor& w, const RedPlan& p) {
-  if (p.flip_sign) {
-    t.copy_(w.bitwise_xor(0x80).view(at::kChar).view(t.sizes()));
-  } else if (!w.is_same(t)) {
-    t.copy_(w);
-  }
-}
-/// A contiguous buffer to receive into (the tensor itself if it is contiguous).
-at::Tensor out_buf(const at::Tensor& t) {
-  return t.is_contiguous() ? t : at::empty(t.sizes(), t.options());
-}
-
-size_t nbytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
-void* ptr(const at::Tensor& t) { return t.data_ptr(); }
-
-Post p_send(at::Tensor t, int peer, uint32_t tag, CallOptions c) {
-  return
-      [t, peer, tag, c](Communicator& m) { return m.send_async(ptr(t), nbytes(t), peer, tag, c); };
-}
-Post p_recv(at::Tensor t, int peer, uint32_t tag, CallOptions c, int* src = nullptr) {
-  return [t, peer, tag, c, src](Communicator& m) {
-    return m.recv_async(ptr(t), nbytes(t), peer, tag, src, nullptr, c);
-  };
-}
-
-void check_same(const at::Tensor& a, const at::Tensor& ref, const char* op, const char* what) {
-  check_cpu(a, op);
-  TORCH_CHECK(a.numel() == ref.numel() && a.scalar_type() == ref.scalar_type(), "gradwire ", op,
-              ": ", what, " has ", a.numel(), " elements of ", a.scalar_type(), ", expected ",
-              ref.numel(), " of ", ref.scalar_type());
-}
-
-}  // namespace
-
 using WorkPtr = ProcessGroupGW::WorkPtr;
 
 WorkPtr ProcessGroupGW::allreduce(Tensors& ts, const c10d::AllreduceOptions& o) {
   at::Tensor t = single(ts, "allreduce");
+  if (t.is_sparse()) return allreduce_sparse(ts[0], o);
   RedPlan p = plan_reduce("allreduce", t.scalar_type(), o.reduceOp);
   at::Tensor w = stage(t, p);
   Job j;

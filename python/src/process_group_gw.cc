@@ -108,8 +108,10 @@ void WorkGW::complete(const Status& st) {
   }
   // The culprit is also a field: ProcessGroupGW.failed_rank() (gradwire.failed_rank()).
   std::string rank = st.rank() >= 0 ? " [failed rank " + std::to_string(st.rank()) + "]" : "";
+  // "Timed out" is the phrase users (and PyTorch's suite) look for in gloo's and NCCL's texts.
+  const char* what = st.code() == Code::kTimeout ? ": Timed out waiting for its peers: " : ": ";
   auto e = std::make_exception_ptr(
-      std::runtime_error(std::string("gradwire ") + op_ + ": " + st.to_string() + rank));
+      std::runtime_error(std::string("gradwire ") + op_ + what + st.to_string() + rank));
   future_->setError(e);
   finish(e);
 }

@@ -61,6 +61,8 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
   WorkPtr allgather(TensorLists& out, Tensors& in, const c10d::AllgatherOptions& o) override;
   WorkPtr _allgather_base(at::Tensor& out, at::Tensor& in,
                           const c10d::AllgatherOptions& o) override;
+  WorkPtr allgather_coalesced(TensorLists& out, Tensors& in,
+                              const c10d::AllgatherOptions& o) override;
   WorkPtr gather(TensorLists& out, Tensors& in, const c10d::GatherOptions& o) override;
   WorkPtr scatter(Tensors& out, TensorLists& in, const c10d::ScatterOptions& o) override;
   WorkPtr reduce_scatter(Tensors& out, TensorLists& in,
@@ -69,13 +71,17 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
                                const c10d::ReduceScatterOptions& o) override;
   WorkPtr alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                         std::vector<int64_t>& in_splits, const c10d::AllToAllOptions& o) override;
+  WorkPtr alltoall(Tensors& out, Tensors& in, const c10d::AllToAllOptions& o) override;
   WorkPtr barrier(const c10d::BarrierOptions& o) override;
+  /// gloo's monitored barrier: rank 0 names the ranks that did not arrive within the timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all) override;
   WorkPtr send(Tensors& t, int dst, int tag) override;
   WorkPtr recv(Tensors& t, int src, int tag) override;
   WorkPtr recvAnysource(Tensors& t, int tag) override;
 
  private:
   c10::intrusive_ptr<WorkGW> submit(c10::intrusive_ptr<WorkGW> w, Job job);
+  WorkPtr allreduce_sparse(at::Tensor& t, const c10d::AllreduceOptions& o);
   /// Tag of the point-to-point messages of one gather/scatter/alltoall: the same on every rank
   /// (they are called in the same order), apart from user tags (top bit set).
   uint32_t internal_tag() { return 0x80000000u | (internal_seq_++ & 0x7FFFFFFFu); }

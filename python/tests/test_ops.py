@@ -143,6 +143,32 @@ def run_ops(rank, n, tmpdir):
     dist.all_to_all_single(dst, src, out_splits, in_splits)
     want = torch.cat([torch.full((i + me + 1, 3), float(i)) for i in range(n)])
     assert torch.equal(dst, want), "all_to_all_single uneven"
+    # all_to_all of tensor lists: rank i sends j an (i + j + 1)-element tensor; one strided out
+    ins = [torch.full((me + j + 1,), me * 100 + j, dtype=torch.int32) for j in range(n)]
+    outs = [torch.empty(i + me + 1, dtype=torch.int32) for i in range(n)]
+    outs[-1] = noncontig(outs[-1])
+    dist.all_to_all(outs, ins)
+    for i in range(n):
+        assert torch.equal(outs[i], torch.full((i + me + 1,), i * 100 + me,
+                                               dtype=torch.int32)), f"all_to_all from {i}"
+    # all_gather_coalesced: shapes differ, one tensor empty (torch requires one dtype)
+    def parts(r):
+        return [data(r, 6, torch.float64).view(2, 3), data(r, 0, torch.float64),
+                data(r, 3, torch.float64, 2)]
+    ins = parts(me)
+    outs = [[torch.empty_like(t) for t in ins] for _ in range(n)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(n):
+        want = parts(r)
+        assert all(torch.equal(a, b) for a, b in zip(outs[r], want)), "all_gather_coalesced"
+    # sparse COO allreduce: a different number of entries on each rank (some shared)
+    def sparse(r):
+        idx = torch.tensor([[i % 4 for i in range(r + 2)], [(i * r) % 3 for i in range(r + 2)]])
+        return torch.sparse_coo_tensor(idx, data(r, r + 2, torch.float64), (4, 3, ))
+    t = sparse(me)
+    dist.all_reduce(t)
+    want = sum(sparse(r).to_dense() for r in range(n))
+    assert t.is_sparse and torch.allclose(t.to_dense(), want, rtol=0, atol=1e-12), "sparse"
     # point to point: a ring with tags, then any-source into rank 0
     nxt, prv = (me + 1) % n, (me - 1) % n
     t = torch.empty(1000, dtype=torch.float32)
@@ -160,6 +186,13 @@ def run_ops(rank, n, tmpdir):
         assert seen == set(range(1, n))
     else:
         dist.send(torch.tensor([me * 10]), 0, tag=5)
+    # a size that differs across ranks: the receiving rank names the sender and both sizes
+    outs = [torch.empty(2 if (i, me) == (1, 0) else 1) for i in range(n)]
+    if me == 0:
+        with pytest.raises(RuntimeError, match="rank 1 sent 4 bytes, this rank's tensor holds 8"):
+            dist.all_to_all(outs, [torch.ones(1) for _ in range(n)])
+    else:
+        dist.all_to_all(outs, [torch.ones(1) for _ in range(n)])
     # unsupported: named clearly
     with pytest.raises(NotImplementedError, match="gradwire allreduce: dtype"):
         dist.all_reduce(torch.ones(3, dtype=torch.int16))
