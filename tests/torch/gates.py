@@ -27,6 +27,15 @@ GATES = [
      '{"gloo"}',
      "allreduce_coalesced (a fused bucket), scatter_object_list and the monitored barrier "
      "(gloo's protocol and error texts)"),
+    ('@require_backend(DistTestCases.backend_feature["gpu"])\n'
+     '        @require_n_gpus_for_nccl_backend(',
+     'DistTestCases.backend_feature["gpu"]',
+     "the object collectives (all_gather_object, broadcast_object_list) on CPU tensors; the "
+     "'gpu' set is nccl and gloo, which also run them on CPU"),
+    ('@require_backend(DistTestCases.backend_feature["gpu"])\n'
+     '        @with_dist_debug_levels(',
+     'DistTestCases.backend_feature["gpu"]',
+     "gather_object on CPU, as above"),
     ('BACKEND != "mpi", "Only MPI supports CPU all_to_all_single"',
      'BACKEND != "mpi"',
      "all_to_all_single with equal and unequal splits on CPU"),
@@ -52,6 +61,8 @@ FEATURES = ("plugin", "ddp", "subgroup")
 
 def _opened(cond):
     """The condition with gradwire added: `!=` chains skip unless gradwire, `==` ones run it."""
+    if "backend_feature" in cond:
+        return cond + ' | {"gradwire"}'
     if "{" in cond:
         return cond.replace("}", ', "gradwire"}')
     if "==" in cond:
