@@ -1,6 +1,7 @@
 /// @file gw_coll.h
 /// Collectives over a Group: allreduce (pipelined ring, or recursive doubling for small
-/// messages), reduce-scatter, allgather, broadcast, barrier. Every call can be started
+/// messages), reduce-scatter, allgather, broadcast, barrier, all-to-all(v) (pairwise exchange,
+/// or Bruck's log-step algorithm for small blocks), gather, scatter. Every call can be started
 /// asynchronously and waited on later; several tensors can be reduced in one call (a fused
 /// bucket, as DDP and Horovod do).
 ///
@@ -68,6 +69,9 @@ struct CommOptions {
   /// Device-buffer allreduce of at most this many bytes reduces on the host after one copy
   /// (coll.device_host_max_bytes; negative: the key).
   int64_t device_host_max_bytes = -1;
+  /// alltoall blocks of at most this many bytes use Bruck's algorithm, larger ones pairwise
+  /// exchange (coll.alltoall_bruck_max_bytes; negative: the key).
+  int64_t alltoall_bruck_max_bytes = -1;
 };
 
 /// Per-call settings.
@@ -126,6 +130,28 @@ class Communicator {
   Result<CollHandle> broadcast_async(void* buf, size_t count, DataType dt, int root,
                                      const CallOptions& call = {});
   Result<CollHandle> barrier_async(const CallOptions& call = {});
+  /// send holds size() blocks of `count` elements: block j goes to rank j, and recv block i
+  /// (of the same layout) comes from rank i. send and recv must not overlap. A part larger
+  /// than the transport's max_message_size is InvalidArgument.
+  Result<CollHandle> alltoall_async(const void* send, void* recv, size_t count, DataType dt,
+                                    const CallOptions& call = {});
+  /// MPI_Alltoallv: send_counts[j] elements at send + send_displs[j] go to rank j; recv_counts[i]
+  /// elements from rank i land at recv + recv_displs[i] (counts and displacements in elements,
+  /// each array size() long; zero-length parts allowed). send_counts[j] on this rank must equal
+  /// recv_counts[this rank] on rank j (else InvalidArgument, or Timeout when a rank waits for a
+  /// part that never comes). The arrays are copied: they may be freed when the call returns.
+  Result<CollHandle> alltoallv_async(const void* send, const size_t* send_counts,
+                                     const size_t* send_displs, void* recv,
+                                     const size_t* recv_counts, const size_t* recv_displs,
+                                     DataType dt, const CallOptions& call = {});
+  /// recv of `root` (size() * count elements) gets every rank's send block in rank order;
+  /// recv is not used on other ranks (may be null).
+  Result<CollHandle> gather_async(const void* send, void* recv, size_t count, DataType dt, int root,
+                                  const CallOptions& call = {});
+  /// send of `root` (size() * count elements) is cut into blocks, block r to rank r's recv;
+  /// send is not used on other ranks (may be null).
+  Result<CollHandle> scatter_async(const void* send, void* recv, size_t count, DataType dt,
+                                   int root, const CallOptions& call = {});
 
   /// Point-to-point (not a collective: only the two ranks take part, the collectives'
   /// order is untouched): send `bytes` of buf to rank `peer`. It matches the receive on
@@ -162,6 +188,15 @@ class Communicator {
                    const CallOptions& call = {});
   Status broadcast(void* buf, size_t count, DataType dt, int root, const CallOptions& call = {});
   Status barrier(const CallOptions& call = {});
+  Status alltoall(const void* send, void* recv, size_t count, DataType dt,
+                  const CallOptions& call = {});
+  Status alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                   void* recv, const size_t* recv_counts, const size_t* recv_displs, DataType dt,
+                   const CallOptions& call = {});
+  Status gather(const void* send, void* recv, size_t count, DataType dt, int root,
+                const CallOptions& call = {});
+  Status scatter(const void* send, void* recv, size_t count, DataType dt, int root,
+                 const CallOptions& call = {});
 
   /// OK, or the first error that broke this communicator; its rank() names the culprit.
   Status status() const;
