@@ -192,6 +192,48 @@ TEST(A2a, AlltoallvShortPartFails) {
   });
 }
 
+// A rank that never calls: the others time out naming it, Bruck, pairwise and scatter alike
+// (a gather's senders may finish: their parts are sent, not waited for).
+TEST(A2a, RankThatNeverCallsGivesTimeout) {
+  for (size_t count : {size_t{2}, size_t{3000}, size_t{0}}) {
+    std::atomic<int> done{0};
+    std::vector<Status> st(3);
+    CommOptions o = small_chunks();
+    o.timeout = Millis(300);
+    run_ranks(3, o, [&](int r, std::unique_ptr<Rank>& rk) {
+      if (r == 2) {
+        while (done < 2) std::this_thread::sleep_for(Millis(5));
+        return;
+      }
+      std::vector<float> send(3 * 3000), recv(3 * 3000);
+      st[static_cast<size_t>(r)] =
+          count ? rk->comm->alltoall(send.data(), recv.data(), count, DataType::kFloat32)
+                : rk->comm->scatter(nullptr, recv.data(), 5, DataType::kFloat32, 2);
+      ++done;
+    });
+    for (int r = 0; r < 2; ++r) {
+      const Status& s = st[static_cast<size_t>(r)];
+      EXPECT_EQ(s.code(), Code::kTimeout) << count << ", rank " << r << ": " << s.to_string();
+      EXPECT_EQ(s.rank(), 2) << s.to_string();
+    }
+  }
+}
+
+// abort() on one rank ends every rank's alltoall with Aborted naming it.
+TEST(A2a, AbortReachesEveryRank) {
+  std::vector<Status> st(3);
+  run_ranks(3, small_chunks(), [&](int r, std::unique_ptr<Rank>& rk) {
+    if (r == 1) rk->comm->abort("test");
+    std::vector<int64_t> send(3 * 500), recv(3 * 500);
+    st[static_cast<size_t>(r)] =
+        rk->comm->alltoall(send.data(), recv.data(), 500, DataType::kInt64);
+  });
+  for (const Status& s : st) {
+    EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+    EXPECT_EQ(s.rank(), 1) << s.to_string();
+  }
+}
+
 TEST(A2a, BadArguments) {
   run_ranks(2, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
     Communicator& c = *rk->comm;
