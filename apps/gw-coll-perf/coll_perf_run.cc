@@ -326,7 +326,10 @@ class Bench {
       const size_t b = block(s) * dtype_size(o_.dtype);
       return n_ > 2 && b <= bruck_max_ ? "bruck" : "pair";
     }
-    if (o_.coll == Coll::kGather || o_.coll == Coll::kScatter) return "linear";
+    if (o_.coll == Coll::kGather || o_.coll == Coll::kScatter) {
+      const size_t b = block(s) * dtype_size(o_.dtype);
+      return n_ > 2 && b <= Communicator::kGatherTreeMaxBytes ? "tree" : "direct";
+    }
     if (o_.coll != Coll::kAllreduce) return o_.coll == Coll::kBroadcast ? "chain" : "ring";
     Algo a = o_.algo == Algo::kAuto ? c_.choose_algo(s.bytes) : o_.algo;
     return n_ == 1 ? "local" : algo_name(a);

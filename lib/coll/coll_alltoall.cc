@@ -79,6 +79,8 @@ Result<Task*> begin(Communicator::Impl& im, Kind kind, DataType dt, size_t count
   o->in = static_cast<const uint8_t*>(send);
   o->work = o->out = static_cast<uint8_t*>(recv);
   o->xparts.clear();  // keeps its capacity: no allocation for a repeated call
+  o->xrelay = false;
+  o->xfinal = {};
   return o;
 }
 
@@ -193,6 +195,12 @@ Result<CollHandle> start_rooted(Communicator::Impl& im, bool gather, const void*
   GW_ASSIGN_OR_RETURN(
       Task * o, begin(im, gather ? Kind::kGather : Kind::kScatter, dt, count, root,
                       gather ? ds : dr, sbytes ? send : nullptr, rbytes ? recv : nullptr, call));
+  auto tree = im.tree_parts(*o, gather, b);
+  if (!tree.ok()) {
+    o->active = false;
+    return tree.status();
+  }
+  if (*tree) return start_xchg(im, *o, 0, 0, nullptr, nullptr, 0);  // all through scratch
   for (int i = 1; i < im.n; ++i) {  // the root's peers, or this rank's root
     const int peer = is_root ? (root + i) % im.n : root;
     const size_t at = is_root ? static_cast<size_t>(peer) * b : 0;

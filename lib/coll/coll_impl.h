@@ -145,6 +145,9 @@ struct Communicator::Impl {
   Status xchg_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
   /// Ring-neighbour descriptor headers, as the ring's: any mismatch is seen by two ranks.
   Status post_ring_headers(coll::Task& op);
+  /// Binomial-tree gather/scatter of small host blocks: fills op.xparts, op.xrelay and
+  /// op.xfinal for the exchange engine. @return false: not small (the caller goes direct).
+  Result<bool> tree_parts(coll::Task& op, bool gather, size_t block);
   Status bruck_setup(coll::Task& op);
   Status bruck_advance(coll::Task& op);
   Status bruck_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);

@@ -156,6 +156,15 @@ struct Task {
   // Exchange engine: its steps (capacity reused), and the sends allowed in flight.
   std::vector<XPart> xparts;
   uint32_t xwindow = 1;
+  /// Tree relays (coll_tree.cc): sends wait for every receive, then up to two copies
+  /// (dst, src, bytes) put the received blocks in place.
+  bool xrelay = false;
+  struct Copy {
+    uint8_t* dst = nullptr;
+    const uint8_t* src = nullptr;
+    size_t bytes = 0;
+  };
+  std::array<Copy, 2> xfinal{};
 };
 
 /// A request's wr_id: its slot, the slot's generation, direction and unit.

@@ -6,6 +6,7 @@
 // ranks each direction carries one message per call, so every part uses the tag of unit 0 and
 // the completion's unit is the step.
 #include <algorithm>
+#include <cstring>
 
 #include "coll_impl.h"
 
@@ -57,6 +58,11 @@ Status Communicator::Impl::xchg_advance(Task& op) {
       ++op.inflight_recvs;
     }
     ++op.next_recv;
+  }
+  if (op.xrelay && op.recvs_done < op.recvs_total) return Status();  // relays what it gets
+  for (auto& c : op.xfinal) {  // the received blocks to their place, once
+    if (c.bytes) std::memcpy(c.dst, c.src, c.bytes);
+    c.bytes = 0;
   }
   while (op.next_send < op.units && op.inflight_sends < op.xwindow) {
     const XPart& p = op.xparts[op.next_send];

@@ -1,7 +1,8 @@
 /// @file gw_coll.h
 /// Collectives over a Group: allreduce (pipelined ring, or recursive doubling for small
 /// messages), reduce-scatter, allgather, broadcast, barrier, all-to-all(v) (pairwise exchange,
-/// or Bruck's log-step algorithm for small blocks), gather, scatter. Every call can be started
+/// or Bruck's log-step algorithm for small blocks), gather, scatter (direct, or a binomial
+/// tree for small blocks). Every call can be started
 /// asynchronously and waited on later; several tensors can be reduced in one call (a fused
 /// bucket, as DDP and Horovod do).
 ///
@@ -144,6 +145,9 @@ class Communicator {
                                      const size_t* send_displs, void* recv,
                                      const size_t* recv_counts, const size_t* recv_displs,
                                      DataType dt, const CallOptions& call = {});
+  /// Host gather/scatter blocks of at most this many bytes go through a binomial tree
+  /// (ceil(log2 size()) rounds), larger ones straight between the root and each rank.
+  static constexpr size_t kGatherTreeMaxBytes = 4096;
   /// recv of `root` (size() * count elements) gets every rank's send block in rank order;
   /// recv is not used on other ranks (may be null).
   Result<CollHandle> gather_async(const void* send, void* recv, size_t count, DataType dt, int root,

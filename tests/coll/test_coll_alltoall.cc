@@ -139,6 +139,30 @@ TEST_P(A2aRanks, GatherScatterEveryRoot) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, A2aRanks, ::testing::Range(1, 7));
 
+// In place, as MPI_IN_PLACE: the root's own block already in its place (tree and direct).
+TEST(A2a, GatherScatterInPlace) {
+  run_ranks(5, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+    const DataType dt = DataType::kInt32;
+    for (size_t count : {size_t{5}, size_t{3000}}) {
+      const size_t b = count * 4;
+      for (int root = 0; root < 5; ++root) {
+        std::vector<uint8_t> mine(b), all(b * 5, 0xEE);
+        uint8_t* own = all.data() + static_cast<size_t>(root) * b;
+        fill(dt, r == root ? own : mine.data(), r, root, count);
+        const void* send = r == root ? own : mine.data();
+        ASSERT_TRUE(rk->comm->gather(send, all.data(), count, dt, root).ok());
+        for (int i = 0; r == root && i < 5; ++i)
+          check(dt, all.data() + static_cast<size_t>(i) * b, i, root, count, "gather in place");
+        for (int j = 0; r == root && j < 5; ++j)
+          fill(dt, all.data() + static_cast<size_t>(j) * b, root, j, count);
+        void* recv = r == root ? own : mine.data();
+        ASSERT_TRUE(rk->comm->scatter(all.data(), recv, count, dt, root).ok());
+        check(dt, static_cast<uint8_t*>(recv), root, r, count, "scatter in place");
+      }
+    }
+  });
+}
+
 // Several calls in flight, waited on in reverse order; Bruck and pairwise among them.
 TEST(A2a, AsyncOverlapAnyWaitOrder) {
   run_ranks(4, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
