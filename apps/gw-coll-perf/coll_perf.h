@@ -37,6 +37,7 @@ struct Options {
   int64_t chunk_bytes = 0;
   int64_t rd_max_bytes = -1;
   int64_t bruck_max_bytes = -1;  ///< alltoall: Bruck up to this block size (negative: the key)
+  int64_t tree_max_bytes = -1;   ///< gather/scatter: tree up to this block size (likewise)
   int timeout_ms = 60000;
   double idle_s = 0;  ///< after the sizes: no call this long (a rank computing), then a barrier
 };

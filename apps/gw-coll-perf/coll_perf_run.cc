@@ -148,12 +148,8 @@ struct Size {
 class Bench {
  public:
   Bench(const Options& o, Communicator& c) : o_(o), c_(c), n_(c.size()), r_(c.rank()) {
-    bruck_max_ = static_cast<size_t>(o.bruck_max_bytes);
-    if (o.bruck_max_bytes < 0) {  // the key, as the communicator read it
-      auto cfg = Config::global();
-      auto v = cfg.ok() ? cfg->get_int("coll.alltoall_bruck_max_bytes") : Result<int64_t>(0);
-      bruck_max_ = v.ok() ? static_cast<size_t>(*v) : 0;
-    }
+    bruck_max_ = limit(o.bruck_max_bytes, "coll.alltoall_bruck_max_bytes");
+    tree_max_ = limit(o.tree_max_bytes, "coll.gather_tree_max_bytes");
   }
 
   Status run() {
@@ -183,6 +179,13 @@ class Bench {
   }
 
  private:
+  // The option, or (negative) the key as the communicator read it: the algo column.
+  static size_t limit(int64_t given, const char* key) {
+    if (given >= 0) return static_cast<size_t>(given);
+    auto cfg = Config::global();
+    auto v = cfg.ok() ? cfg->get_int(key) : Result<int64_t>(0);
+    return v.ok() ? static_cast<size_t>(*v) : 0;
+  }
   size_t block(const Size& s) const { return s.count / static_cast<size_t>(n_); }
   uint8_t* in_ptr(const Size& s) {
     if (!o_.in_place) return send_.get();
@@ -328,7 +331,7 @@ class Bench {
     }
     if (o_.coll == Coll::kGather || o_.coll == Coll::kScatter) {
       const size_t b = block(s) * dtype_size(o_.dtype);
-      return n_ > 2 && b <= Communicator::kGatherTreeMaxBytes ? "tree" : "direct";
+      return n_ > 2 && b > 0 && b <= tree_max_ ? "tree" : "direct";
     }
     if (o_.coll != Coll::kAllreduce) return o_.coll == Coll::kBroadcast ? "chain" : "ring";
     Algo a = o_.algo == Algo::kAuto ? c_.choose_algo(s.bytes) : o_.algo;
@@ -369,7 +372,7 @@ class Bench {
   const Options& o_;
   Communicator& c_;
   int n_, r_;
-  size_t bruck_max_ = 0;
+  size_t bruck_max_ = 0, tree_max_ = 0;
   Buf send_, recv_;
   DeviceBuffer dsend_, drecv_;
 };
@@ -411,6 +414,7 @@ int run_rank(const Options& opt) {
   co.chunk_bytes = opt.chunk_bytes;
   co.rd_max_bytes = opt.rd_max_bytes;
   co.alltoall_bruck_max_bytes = opt.bruck_max_bytes;
+  co.gather_tree_max_bytes = opt.tree_max_bytes;
   co.timeout = timeout;
   auto c = Communicator::create(**g, co);
   if (!c.ok()) return fail(rank, c.status());

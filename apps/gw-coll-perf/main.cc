@@ -86,6 +86,9 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option(
       "--bruck-max", o.bruck_max_bytes,
       "alltoall: Bruck for blocks up to this many bytes (coll.alltoall_bruck_max_bytes)");
+  app.add_option("--tree-max", o.tree_max_bytes,
+                 "gather/scatter: binomial tree for blocks up to this many bytes "
+                 "(coll.gather_tree_max_bytes)");
   app.add_flag("--inplace", o.in_place, "in-place operation (send buffer = receive buffer)");
   app.add_option("--idle-s", o.idle_s,
                  "after the sizes, every rank makes no call for this long (a trainer computing; "

@@ -200,6 +200,7 @@ Result<CollHandle> start_rooted(Communicator::Impl& im, bool gather, const void*
     o->active = false;
     return tree.status();
   }
+  o->desc.algo = *tree;  // a rank configured otherwise is a mismatch, not a hang
   if (*tree) return start_xchg(im, *o, 0, 0, nullptr, nullptr, 0);  // all through scratch
   for (int i = 1; i < im.n; ++i) {  // the root's peers, or this rank's root
     const int peer = is_root ? (root + i) % im.n : root;

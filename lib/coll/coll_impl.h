@@ -28,6 +28,7 @@ struct Communicator::Impl {
   bool needs_mr = false;
   size_t device_host_max_bytes = 0;  ///< device allreduces up to this reduce on the host
   size_t bruck_max_bytes = 0;        ///< host alltoall blocks up to this use Bruck
+  size_t tree_max_bytes = 0;         ///< host gather/scatter blocks up to this use the tree
   // Pinned slots of host-staged device calls (coll_device.cc), one per call in flight.
   std::unique_ptr<StagingPool> dev_stage;
   MemoryRegion dev_stage_mr;

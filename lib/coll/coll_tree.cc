@@ -5,7 +5,7 @@
 // (scatter: the reverse, the largest subtree first). The exchange engine runs the steps; its
 // relay flag holds the sends until every receive is in, then the final copies put the blocks
 // in place (the root's rotation back to rank order, a scatter rank's own block). Blocks above
-// kGatherTreeMaxBytes go direct: the tree relays every byte up to log2 n times.
+// coll.gather_tree_max_bytes go direct: the tree relays every byte up to log2 n times.
 #include <algorithm>
 #include <cstring>
 
@@ -23,7 +23,7 @@ int subtree(int v, int n) { return std::min(v ? v & -v : n, n - v); }
 }  // namespace
 
 Result<bool> Communicator::Impl::tree_parts(Task& op, bool gather, size_t b) {
-  if (op.device || n < 3 || b == 0 || b > kGatherTreeMaxBytes) return false;
+  if (op.device || n < 3 || b == 0 || b > tree_max_bytes) return false;
   const int root = op.root, v = (rank - root + n) % n;
   const auto mine = static_cast<size_t>(subtree(v, n)), nb = static_cast<size_t>(n);
   const auto head = static_cast<size_t>(n - root) * b;  // relative blocks before the wrap
@@ -39,7 +39,8 @@ Result<bool> Communicator::Impl::tree_parts(Task& op, bool gather, size_t b) {
       op.xparts.push_back(XPart{-1, abs(v + m), nullptr, tmp + size_t(m) * b, 0, sub * b});
     }
     if (v) op.xparts.push_back(XPart{abs(v - low), -1, tmp, nullptr, mine * b, 0});
-    if (!v) op.xfinal = {{{op.out + size_t(root) * b, tmp, head}, {op.out, tmp + head, nb * b - head}}};
+    if (!v)
+      op.xfinal = {{{op.out + size_t(root) * b, tmp, head}, {op.out, tmp + head, nb * b - head}}};
     return true;
   }
   if (v) {

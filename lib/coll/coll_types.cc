@@ -198,6 +198,7 @@ std::string describe(const Desc& d) {
     s += ", root=" + std::to_string(d.root);
   if (k == Kind::kSend || k == Kind::kRecv) s += ", peer=" + std::to_string(d.root);
   if (k == Kind::kAlltoall) s += d.algo ? ", bruck" : ", pairwise";
+  if (k == Kind::kGather || k == Kind::kScatter) s += d.algo ? ", tree" : ", direct";
   if (d.kind == static_cast<uint8_t>(Kind::kBarrier)) return s + ")";
   return s + (d.device ? ", device buffers)" : ", host buffers)");
 }

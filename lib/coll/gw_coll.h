@@ -73,6 +73,10 @@ struct CommOptions {
   /// alltoall blocks of at most this many bytes use Bruck's algorithm, larger ones pairwise
   /// exchange (coll.alltoall_bruck_max_bytes; negative: the key).
   int64_t alltoall_bruck_max_bytes = -1;
+  /// Host gather/scatter blocks of at most this many bytes go through a binomial tree on 3+
+  /// ranks, larger ones straight between root and rank (coll.gather_tree_max_bytes; negative:
+  /// the key).
+  int64_t gather_tree_max_bytes = -1;
 };
 
 /// Per-call settings.
@@ -145,9 +149,6 @@ class Communicator {
                                      const size_t* send_displs, void* recv,
                                      const size_t* recv_counts, const size_t* recv_displs,
                                      DataType dt, const CallOptions& call = {});
-  /// Host gather/scatter blocks of at most this many bytes go through a binomial tree
-  /// (ceil(log2 size()) rounds), larger ones straight between the root and each rank.
-  static constexpr size_t kGatherTreeMaxBytes = 4096;
   /// recv of `root` (size() * count elements) gets every rank's send block in rank order;
   /// recv is not used on other ranks (may be null).
   Result<CollHandle> gather_async(const void* send, void* recv, size_t count, DataType dt, int root,

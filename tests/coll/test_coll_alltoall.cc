@@ -36,6 +36,14 @@ size_t check(DataType dt, const uint8_t* p, int src, int dst, size_t count,
   return wrong;
 }
 
+// Small chunks, and the tree for gather/scatter blocks up to 4 KiB (off by default): the
+// sizes below run both the tree and the direct path.
+CommOptions a2a_options() {
+  CommOptions o = small_chunks();
+  o.gather_tree_max_bytes = 4096;
+  return o;
+}
+
 std::string name(const char* op, DataType dt, size_t count, int n) {
   return std::string(op) + " " + dtype_name(dt) + " x" + std::to_string(count) + " at " +
          std::to_string(n) + " ranks";
@@ -57,7 +65,7 @@ void alltoall_case(Communicator& c, DataType dt, size_t count) {
 class A2aRanks : public ::testing::TestWithParam<int> {};
 
 TEST_P(A2aRanks, AlltoallEveryDtypeAndSize) {
-  run_ranks(GetParam(), small_chunks(), [](int, std::unique_ptr<Rank>& rk) {
+  run_ranks(GetParam(), a2a_options(), [](int, std::unique_ptr<Rank>& rk) {
     for (DataType dt : kAllTypes) alltoall_case(*rk->comm, dt, 3);
     for (size_t count : {size_t{1}, size_t{1024}, size_t{1025}, size_t{5000}})
       alltoall_case(*rk->comm, DataType::kFloat32, count);
@@ -102,14 +110,14 @@ void alltoallv_case(Communicator& c, DataType dt, int salt, size_t scale) {
 }
 
 TEST_P(A2aRanks, AlltoallvUnevenWithEmptyParts) {
-  run_ranks(GetParam(), small_chunks(), [](int, std::unique_ptr<Rank>& rk) {
+  run_ranks(GetParam(), a2a_options(), [](int, std::unique_ptr<Rank>& rk) {
     for (DataType dt : kAllTypes) alltoallv_case(*rk->comm, dt, 1, 5);
     for (int salt = 0; salt < 4; ++salt) alltoallv_case(*rk->comm, DataType::kInt32, salt, 700);
   });
 }
 
 TEST_P(A2aRanks, GatherScatterEveryRoot) {
-  run_ranks(GetParam(), small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(GetParam(), a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
     Communicator& c = *rk->comm;
     const int n = c.size();
     for (DataType dt : kAllTypes) {
@@ -141,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, A2aRanks, ::testing::Range(1, 7));
 
 // In place, as MPI_IN_PLACE: the root's own block already in its place (tree and direct).
 TEST(A2a, GatherScatterInPlace) {
-  run_ranks(5, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(5, a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
     const DataType dt = DataType::kInt32;
     for (size_t count : {size_t{5}, size_t{3000}}) {
       const size_t b = count * 4;
@@ -165,7 +173,7 @@ TEST(A2a, GatherScatterInPlace) {
 
 // Several calls in flight, waited on in reverse order; Bruck and pairwise among them.
 TEST(A2a, AsyncOverlapAnyWaitOrder) {
-  run_ranks(4, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(4, a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
     Communicator& c = *rk->comm;
     const size_t counts[] = {2, 3000, 7, 1500};
     std::vector<std::vector<uint8_t>> send, recv;
@@ -190,7 +198,7 @@ TEST(A2a, AsyncOverlapAnyWaitOrder) {
 // A rank with another count fails every rank with InvalidArgument, Bruck or pairwise alike.
 TEST(A2a, MismatchedCountFailsEveryRank) {
   for (size_t base : {size_t{4}, size_t{4000}}) {
-    run_ranks(3, small_chunks(), [base](int r, std::unique_ptr<Rank>& rk) {
+    run_ranks(3, a2a_options(), [base](int r, std::unique_ptr<Rank>& rk) {
       const size_t count = base + (r == 1 ? 1 : 0);
       std::vector<float> send(count * 3), recv(count * 3);
       Status st = rk->comm->alltoall(send.data(), recv.data(), count, DataType::kFloat32);
@@ -202,7 +210,7 @@ TEST(A2a, MismatchedCountFailsEveryRank) {
 // alltoallv: rank 0 sends rank 1 fewer elements than rank 1 expects. Rank 1 fails; a rank
 // that had all its parts may finish first, but its next call fails (the notice).
 TEST(A2a, AlltoallvShortPartFails) {
-  run_ranks(3, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(3, a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
     std::vector<size_t> sc(3, 4), rc(3, 4), d = {0, 4, 8};
     if (r == 0) sc[1] = 3;
     std::vector<int32_t> send(12), recv(12);
@@ -222,7 +230,7 @@ TEST(A2a, RankThatNeverCallsGivesTimeout) {
   for (size_t count : {size_t{2}, size_t{3000}, size_t{0}}) {
     std::atomic<int> done{0};
     std::vector<Status> st(3);
-    CommOptions o = small_chunks();
+    CommOptions o = a2a_options();
     o.timeout = Millis(300);
     run_ranks(3, o, [&](int r, std::unique_ptr<Rank>& rk) {
       if (r == 2) {
@@ -246,7 +254,7 @@ TEST(A2a, RankThatNeverCallsGivesTimeout) {
 // abort() on one rank ends every rank's alltoall with Aborted naming it.
 TEST(A2a, AbortReachesEveryRank) {
   std::vector<Status> st(3);
-  run_ranks(3, small_chunks(), [&](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(3, a2a_options(), [&](int r, std::unique_ptr<Rank>& rk) {
     if (r == 1) rk->comm->abort("test");
     std::vector<int64_t> send(3 * 500), recv(3 * 500);
     st[static_cast<size_t>(r)] =
@@ -259,7 +267,7 @@ TEST(A2a, AbortReachesEveryRank) {
 }
 
 TEST(A2a, BadArguments) {
-  run_ranks(2, small_chunks(), [](int r, std::unique_ptr<Rank>& rk) {
+  run_ranks(2, a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
     Communicator& c = *rk->comm;
     std::vector<float> buf(8);
     EXPECT_EQ(c.alltoall(buf.data(), buf.data() + 1, 2, DataType::kFloat32).code(),
