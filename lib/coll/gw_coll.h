@@ -35,8 +35,10 @@
 ///
 /// Contract (tests/coll/test_coll_contract.cc):
 /// - In place, as NCCL: allreduce send == recv; reduce-scatter recv == send + rank * recv_count
-///   (the rank's own block); allgather send == recv + rank * send_count. Any other overlap of
-///   send and recv is InvalidArgument on the calling rank, before anything is sent.
+///   (the rank's own block); allgather send == recv + rank * send_count; on the root, gather
+///   send == recv + root * count and scatter recv == send + root * count (MPI_IN_PLACE's
+///   layout); alltoall(v) has none. Any other overlap of send and recv is InvalidArgument on
+///   the calling rank, before anything is sent.
 /// - Integer sum and prod wrap modulo 2^bits; kAvg wraps the sum first, then divides once by
 ///   the number of ranks, truncating toward zero (int32: 2 x INT32_MAX averages to -1).
 /// - fp16 and bf16: every reduction step adds in float32 and rounds (to nearest even) to the
