@@ -147,23 +147,22 @@ Result<CollHandle> Communicator::alltoallv_async(const void* send, const size_t*
   if (sext && rext && ds != dr) return mixed("alltoallv");
   GW_RETURN_IF_ERROR(coll::check_overlap("alltoallv", send, sext, recv, rext, false,
                                          "alltoallv has no in-place form"));
+  const int r = im.rank;
+  const auto me = static_cast<size_t>(r);
+  if (send_counts[me] != recv_counts[me]) {  // refused before the call takes a sequence number
+    return Status(Code::kInvalidArgument, "coll: alltoallv on rank " + std::to_string(r) +
+                                              ": sends itself " + std::to_string(send_counts[me]) +
+                                              " elements but receives " +
+                                              std::to_string(recv_counts[me]) + " from itself");
+  }
   // Counts differ between ranks by design: the descriptor compares kind and dtype only.
   GW_ASSIGN_OR_RETURN(Task * o, begin(im, Kind::kAlltoallv, dt, 0, 0, ds || dr, send, recv, call));
-  const int r = im.rank;
   for (int i = 1; i < im.n; ++i) {
     const auto to = static_cast<size_t>((r + i) % im.n),
                from = static_cast<size_t>((r - i + im.n) % im.n);
     o->xparts.push_back(XPart{static_cast<int>(to), static_cast<int>(from),
                               o->in + send_displs[to] * es, o->out + recv_displs[from] * es,
                               send_counts[to] * es, recv_counts[from] * es});
-  }
-  const auto me = static_cast<size_t>(r);
-  if (send_counts[me] != recv_counts[me]) {
-    o->active = false;
-    return Status(Code::kInvalidArgument, "coll: alltoallv on rank " + std::to_string(r) +
-                                              ": sends itself " + std::to_string(send_counts[me]) +
-                                              " elements but receives " +
-                                              std::to_string(recv_counts[me]) + " from itself");
   }
   return start_xchg(im, *o, sext, rext, o->out + recv_displs[me] * es, o->in + send_displs[me] * es,
                     send_counts[me] * es);

@@ -280,6 +280,12 @@ TEST(A2a, BadArguments) {
         c.alltoallv(buf.data(), nullptr, nullptr, buf.data(), nullptr, nullptr, DataType::kFloat32)
             .code(),
         Code::kInvalidArgument);
+    std::vector<size_t> sc = {1, 1}, rc = {1, 1}, d = {0, 1};
+    sc[static_cast<size_t>(r)] = 2;  // sends itself 2, receives 1
+    EXPECT_EQ(c.alltoallv(buf.data(), sc.data(), d.data(), buf.data() + 4, rc.data(), d.data(),
+                          DataType::kFloat32)
+                  .code(),
+              Code::kInvalidArgument);
     EXPECT_TRUE(c.barrier().ok());  // nothing was started: the ranks still agree
   });
 }
