@@ -8,7 +8,15 @@
 
 namespace gw::collperf {
 
-enum class Coll { kAllreduce, kReduceScatter, kAllgather, kBroadcast };
+enum class Coll {
+  kAllreduce,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kGather,
+  kScatter
+};
 
 struct Options {
   uint64_t min_bytes = 8, max_bytes = 64ull << 20;
@@ -22,12 +30,14 @@ struct Options {
   Algo algo = Algo::kAuto;
   std::string transport;  ///< empty: tcp:iface=lo with --ranks, else transport.default
   int ranks = 0;          ///< 0: launched (or a single rank)
-  int root = 0;
+  int root = 0;           ///< broadcast, gather, scatter
   bool in_place = false;
   bool json = false;
   bool device = false;  ///< buffers in GPU memory (allreduce only)
   int64_t chunk_bytes = 0;
   int64_t rd_max_bytes = -1;
+  int64_t bruck_max_bytes = -1;  ///< alltoall: Bruck up to this block size (negative: the key)
+  int64_t tree_max_bytes = -1;   ///< gather/scatter: tree up to this block size (likewise)
   int timeout_ms = 60000;
   double idle_s = 0;  ///< after the sizes: no call this long (a rank computing), then a barrier
 };

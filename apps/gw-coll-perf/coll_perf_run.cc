@@ -147,7 +147,10 @@ struct Size {
 
 class Bench {
  public:
-  Bench(const Options& o, Communicator& c) : o_(o), c_(c), n_(c.size()), r_(c.rank()) {}
+  Bench(const Options& o, Communicator& c) : o_(o), c_(c), n_(c.size()), r_(c.rank()) {
+    bruck_max_ = limit(o.bruck_max_bytes, "coll.alltoall_bruck_max_bytes");
+    tree_max_ = limit(o.tree_max_bytes, "coll.gather_tree_max_bytes");
+  }
 
   Status run() {
     const size_t es = dtype_size(o_.dtype);
@@ -163,9 +166,9 @@ class Bench {
          s = o_.step_bytes
                  ? s + o_.step_bytes
                  : std::max<uint64_t>(s + 1, static_cast<uint64_t>(std::ceil(s * o_.factor)))) {
-      const size_t unit = es * (o_.coll == Coll::kReduceScatter || o_.coll == Coll::kAllgather
-                                    ? static_cast<size_t>(n_)
-                                    : 1);
+      const size_t unit = es * (o_.coll == Coll::kAllreduce || o_.coll == Coll::kBroadcast
+                                    ? 1
+                                    : static_cast<size_t>(n_));
       Size sz;
       sz.count = s / unit * (unit / es);
       sz.bytes = sz.count * es;
@@ -176,6 +179,13 @@ class Bench {
   }
 
  private:
+  // The option, or (negative) the key as the communicator read it: the algo column.
+  static size_t limit(int64_t given, const char* key) {
+    if (given >= 0) return static_cast<size_t>(given);
+    auto cfg = Config::global();
+    auto v = cfg.ok() ? cfg->get_int(key) : Result<int64_t>(0);
+    return v.ok() ? static_cast<size_t>(*v) : 0;
+  }
   size_t block(const Size& s) const { return s.count / static_cast<size_t>(n_); }
   uint8_t* in_ptr(const Size& s) {
     if (!o_.in_place) return send_.get();
@@ -208,38 +218,72 @@ class Bench {
         return c_.allgather(in_ptr(s), recv_.get(), block(s), o_.dtype, call);
       case Coll::kBroadcast:
         return c_.broadcast(recv_.get(), s.count, o_.dtype, o_.root, call);
+      case Coll::kAlltoall:
+        return c_.alltoall(send_.get(), recv_.get(), block(s), o_.dtype, call);
+      case Coll::kGather:
+        return c_.gather(send_.get(), recv_.get(), block(s), o_.dtype, o_.root, call);
+      case Coll::kScatter:
+        return c_.scatter(send_.get(), recv_.get(), block(s), o_.dtype, o_.root, call);
     }
     return Status();
   }
 
+  // Elements this rank contributes, and receives (nccl-tests' sizes: the whole buffer).
+  size_t in_count(const Size& s) const {
+    const bool root = r_ == o_.root;
+    switch (o_.coll) {
+      case Coll::kAllgather:
+      case Coll::kGather:
+        return block(s);
+      case Coll::kScatter:
+        return root ? s.count : 0;
+      default:
+        return s.count;
+    }
+  }
+  size_t out_count(const Size& s) const {
+    switch (o_.coll) {
+      case Coll::kReduceScatter:
+      case Coll::kScatter:
+        return block(s);
+      case Coll::kGather:
+        return r_ == o_.root ? s.count : 0;
+      default:
+        return s.count;
+    }
+  }
+  // Element i of this rank's result.
+  double expected(const Size& s, size_t i) const {
+    const size_t b = block(s), me = static_cast<size_t>(r_);
+    switch (o_.coll) {
+      case Coll::kAllreduce:
+        return reduced(o_, n_, i);
+      case Coll::kReduceScatter:
+        return reduced(o_, n_, me * b + i);
+      case Coll::kAllgather:
+      case Coll::kGather:
+        return value(o_, static_cast<int>(i / b), i % b);
+      case Coll::kAlltoall:  // block p came from rank p, which sent its block r_
+        return value(o_, static_cast<int>(i / b), me * b + i % b);
+      case Coll::kScatter:
+        return value(o_, o_.root, me * b + i);
+      case Coll::kBroadcast:
+        break;
+    }
+    return value(o_, o_.root, i);
+  }
+
   // Fill, run once, count wrong elements on this rank.
   Result<int64_t> check(const Size& s) {
-    const size_t es = dtype_size(o_.dtype);
-    const size_t in_count = o_.coll == Coll::kAllgather ? block(s) : s.count;
+    const size_t es = dtype_size(o_.dtype), ic = in_count(s), oc = out_count(s);
     uint8_t* in = o_.coll == Coll::kBroadcast ? recv_.get() : in_ptr(s);
-    for (size_t i = 0; i < in_count; ++i) store_value(o_.dtype, value(o_, r_, i), in + i * es);
-    if (o_.device) GW_RETURN_IF_ERROR(copy(dev(in), in, in_count * es));
+    for (size_t i = 0; i < ic; ++i) store_value(o_.dtype, value(o_, r_, i), in + i * es);
+    if (o_.device) GW_RETURN_IF_ERROR(copy(dev(in), in, ic * es));
     GW_RETURN_IF_ERROR(start_wait(s));
-    const size_t out_bytes = (o_.coll == Coll::kReduceScatter ? block(s) : s.count) * es;
-    if (o_.device) GW_RETURN_IF_ERROR(copy(recv_.get(), drecv_.get(), out_bytes));
+    if (o_.device) GW_RETURN_IF_ERROR(copy(recv_.get(), drecv_.get(), oc * es));
     int64_t wrong = 0;
-    const size_t out_count = o_.coll == Coll::kReduceScatter ? block(s) : s.count;
-    for (size_t i = 0; i < out_count; ++i) {
-      double want;
-      switch (o_.coll) {
-        case Coll::kAllreduce:
-          want = reduced(o_, n_, i);
-          break;
-        case Coll::kReduceScatter:
-          want = reduced(o_, n_, static_cast<size_t>(r_) * block(s) + i);
-          break;
-        case Coll::kAllgather:
-          want = value(o_, static_cast<int>(i / block(s)), i % block(s));
-          break;
-        default:
-          want = value(o_, o_.root, i);
-          break;
-      }
+    for (size_t i = 0; i < oc; ++i) {
+      const double want = expected(s, i);
       const double got = load_value(o_.dtype, recv_.get() + i * es);
       const double tol = o_.op == ReduceOp::kAvg && !is_int(o_.dtype) ? std::fabs(want) * 1e-2 : 0;
       if (!(std::fabs(got - want) <= tol)) ++wrong;
@@ -270,6 +314,9 @@ class Bench {
         return 2 * (n - 1) / n;
       case Coll::kReduceScatter:
       case Coll::kAllgather:
+      case Coll::kAlltoall:  // nccl-tests: each rank sends and receives (n-1)/n of its bytes
+      case Coll::kGather:
+      case Coll::kScatter:
         return (n - 1) / n;
       case Coll::kBroadcast:
         return 1;
@@ -278,6 +325,14 @@ class Bench {
   }
 
   const char* algo_of(const Size& s) const {
+    if (o_.coll == Coll::kAlltoall) {
+      const size_t b = block(s) * dtype_size(o_.dtype);
+      return n_ > 2 && b <= bruck_max_ ? "bruck" : "pair";
+    }
+    if (o_.coll == Coll::kGather || o_.coll == Coll::kScatter) {
+      const size_t b = block(s) * dtype_size(o_.dtype);
+      return n_ > 2 && b > 0 && b <= tree_max_ ? "tree" : "direct";
+    }
     if (o_.coll != Coll::kAllreduce) return o_.coll == Coll::kBroadcast ? "chain" : "ring";
     Algo a = o_.algo == Algo::kAuto ? c_.choose_algo(s.bytes) : o_.algo;
     return n_ == 1 ? "local" : algo_name(a);
@@ -317,6 +372,7 @@ class Bench {
   const Options& o_;
   Communicator& c_;
   int n_, r_;
+  size_t bruck_max_ = 0, tree_max_ = 0;
   Buf send_, recv_;
   DeviceBuffer dsend_, drecv_;
 };
@@ -357,6 +413,8 @@ int run_rank(const Options& opt) {
   CommOptions co;
   co.chunk_bytes = opt.chunk_bytes;
   co.rd_max_bytes = opt.rd_max_bytes;
+  co.alltoall_bruck_max_bytes = opt.bruck_max_bytes;
+  co.gather_tree_max_bytes = opt.tree_max_bytes;
   co.timeout = timeout;
   auto c = Communicator::create(**g, co);
   if (!c.ok()) return fail(rank, c.status());

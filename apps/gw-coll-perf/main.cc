@@ -50,6 +50,12 @@ const char* coll_name(Coll c) {
       return "allgather";
     case Coll::kBroadcast:
       return "broadcast";
+    case Coll::kAlltoall:
+      return "alltoall";
+    case Coll::kGather:
+      return "gather";
+    case Coll::kScatter:
+      return "scatter";
   }
   return "?";
 }
@@ -73,8 +79,16 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("-o,--op", op, "sum, prod, min, max, avg");
   app.add_option("-d,--datatype", dt, "float32, float64, float16, bfloat16, int32, int64, uint8");
   app.add_option("--algo", algo, "allreduce algorithm: ring, rd or auto");
-  app.add_option("--coll", coll, "allreduce (default), reduce_scatter, allgather, broadcast");
-  app.add_option("-r,--root", o.root, "broadcast root (default 0)");
+  app.add_option("--coll", coll,
+                 "allreduce (default), reduce_scatter, allgather, broadcast, alltoall, gather, "
+                 "scatter");
+  app.add_option("-r,--root", o.root, "broadcast, gather and scatter root (default 0)");
+  app.add_option(
+      "--bruck-max", o.bruck_max_bytes,
+      "alltoall: Bruck for blocks up to this many bytes (coll.alltoall_bruck_max_bytes)");
+  app.add_option("--tree-max", o.tree_max_bytes,
+                 "gather/scatter: binomial tree for blocks up to this many bytes "
+                 "(coll.gather_tree_max_bytes)");
   app.add_flag("--inplace", o.in_place, "in-place operation (send buffer = receive buffer)");
   app.add_option("--idle-s", o.idle_s,
                  "after the sizes, every rank makes no call for this long (a trainer computing; "
@@ -120,8 +134,17 @@ Options parse_options(int argc, char** argv, int* exit_code) {
     o.coll = Coll::kAllgather;
   else if (coll == "broadcast")
     o.coll = Coll::kBroadcast;
+  else if (coll == "alltoall")
+    o.coll = Coll::kAlltoall;
+  else if (coll == "gather")
+    o.coll = Coll::kGather;
+  else if (coll == "scatter")
+    o.coll = Coll::kScatter;
   else
     return bad("unknown collective " + coll);
+  const bool blocks =
+      o.coll == Coll::kAlltoall || o.coll == Coll::kGather || o.coll == Coll::kScatter;
+  if (blocks && (o.in_place || o.device)) return bad(coll + ": no --inplace or --device here");
   if (o.iters < 1 || o.warmup < 0 || o.ranks < 0 || o.ranks > 256 || o.timeout_ms < 1)
     return bad("need -n >= 1, -w >= 0, 0 <= --ranks <= 256, --timeout >= 1");
   return o;

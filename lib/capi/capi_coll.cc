@@ -132,6 +132,60 @@ gw_status_t barrier(const char* fn, gw_comm_t* c, gw_request_t** req, bool async
       fn, c, async, req, [] { return Status(); }, [&] { return c->comm->barrier_async(); });
 }
 
+gw_status_t alltoall(const char* fn, gw_comm_t* c, const void* send, void* recv, size_t count,
+                     gw_dtype_t dt, gw_request_t** req, bool async) {
+  return run(
+      fn, c, async, req,
+      [&] { return check_buffers(dt, count, static_cast<size_t>(c->group->size()), send, recv); },
+      [&] { return c->comm->alltoall_async(send, recv, count, dtype(dt)); });
+}
+
+struct Alltoallv {
+  const void* send;
+  const size_t *send_counts, *send_displs;
+  void* recv;
+  const size_t *recv_counts, *recv_displs;
+};
+
+gw_status_t alltoallv(const char* fn, gw_comm_t* c, const Alltoallv& a, gw_dtype_t dt,
+                      gw_request_t** req, bool async) {
+  return run(
+      fn, c, async, req,
+      [&]() -> Status {
+        GW_RETURN_IF_ERROR(gw::capi::dtype_bytes(dt).status());
+        GW_RETURN_IF_ERROR(need(a.send_counts, "send_counts"));
+        GW_RETURN_IF_ERROR(need(a.send_displs, "send_displs"));
+        GW_RETURN_IF_ERROR(need(a.recv_counts, "recv_counts"));
+        return need(a.recv_displs, "recv_displs");
+      },
+      [&] {
+        return c->comm->alltoallv_async(a.send, a.send_counts, a.send_displs, a.recv, a.recv_counts,
+                                        a.recv_displs, dtype(dt));
+      });
+}
+
+// gather (root's recv) and scatter (root's send): the root's buffer holds size blocks.
+gw_status_t rooted(const char* fn, gw_comm_t* c, bool is_gather, const void* send, void* recv,
+                   size_t count, gw_dtype_t dt, int root, gw_request_t** req, bool async) {
+  return run(
+      fn, c, async, req,
+      [&]() -> Status {
+        const int n = c->group->size();
+        if (root < 0 || root >= n)
+          return invalid("root " + std::to_string(root) + " outside 0.." + std::to_string(n - 1));
+        GW_ASSIGN_OR_RETURN(size_t es, gw::capi::dtype_bytes(dt));
+        GW_RETURN_IF_ERROR(gw::capi::check_count(count, es, static_cast<size_t>(n)));
+        const bool at_root = c->group->rank() == root;
+        if (count > 0 && (is_gather || at_root)) GW_RETURN_IF_ERROR(need(send, "send buffer"));
+        if (count > 0 && (!is_gather || at_root)) GW_RETURN_IF_ERROR(need(recv, "recv buffer"));
+        return Status();
+      },
+      [&] {
+        return is_gather ? c->comm->gather_async(send, recv, count, dtype(dt), root)
+                         : c->comm->scatter_async(send, recv, count, dtype(dt), root);
+      });
+}
+
 // One step of gw_wait/gw_test on *req: done tells whether it finished (and was freed).
 Status wait_or_test(gw_request_t** req, gw::Nanos timeout, bool* done) {
   *done = false;
@@ -212,6 +266,43 @@ gw_status_t gw_broadcast_start(gw_comm_t* c, void* buf, size_t count, gw_dtype_t
 gw_status_t gw_barrier(gw_comm_t* c) { return barrier("gw_barrier", c, nullptr, false); }
 gw_status_t gw_barrier_start(gw_comm_t* c, gw_request_t** req) {
   return barrier("gw_barrier_start", c, req, true);
+}
+
+gw_status_t gw_alltoall(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt) {
+  return alltoall("gw_alltoall", c, send, recv, count, dt, nullptr, false);
+}
+gw_status_t gw_alltoall_start(gw_comm_t* c, const void* send, void* recv, size_t count,
+                              gw_dtype_t dt, gw_request_t** req) {
+  return alltoall("gw_alltoall_start", c, send, recv, count, dt, req, true);
+}
+gw_status_t gw_alltoallv(gw_comm_t* c, const void* send, const size_t* send_counts,
+                         const size_t* send_displs, void* recv, const size_t* recv_counts,
+                         const size_t* recv_displs, gw_dtype_t dt) {
+  return alltoallv("gw_alltoallv", c,
+                   {send, send_counts, send_displs, recv, recv_counts, recv_displs}, dt, nullptr,
+                   false);
+}
+gw_status_t gw_alltoallv_start(gw_comm_t* c, const void* send, const size_t* send_counts,
+                               const size_t* send_displs, void* recv, const size_t* recv_counts,
+                               const size_t* recv_displs, gw_dtype_t dt, gw_request_t** req) {
+  return alltoallv("gw_alltoallv_start", c,
+                   {send, send_counts, send_displs, recv, recv_counts, recv_displs}, dt, req, true);
+}
+gw_status_t gw_gather(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt,
+                      int root) {
+  return rooted("gw_gather", c, true, send, recv, count, dt, root, nullptr, false);
+}
+gw_status_t gw_gather_start(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt,
+                            int root, gw_request_t** req) {
+  return rooted("gw_gather_start", c, true, send, recv, count, dt, root, req, true);
+}
+gw_status_t gw_scatter(gw_comm_t* c, const void* send, void* recv, size_t count, gw_dtype_t dt,
+                       int root) {
+  return rooted("gw_scatter", c, false, send, recv, count, dt, root, nullptr, false);
+}
+gw_status_t gw_scatter_start(gw_comm_t* c, const void* send, void* recv, size_t count,
+                             gw_dtype_t dt, int root, gw_request_t** req) {
+  return rooted("gw_scatter_start", c, false, send, recv, count, dt, root, req, true);
 }
 
 gw_status_t gw_wait(gw_request_t** req, int64_t timeout_ms) {

@@ -26,7 +26,7 @@ extern "C" {
 /** API version this header describes: major << 16 | minor. A library accepts a program built
  *  against the same major and a minor not above its own. */
 #define GW_API_VERSION_MAJOR 1
-#define GW_API_VERSION_MINOR 1
+#define GW_API_VERSION_MINOR 2
 #define GW_API_VERSION ((GW_API_VERSION_MAJOR << 16) | GW_API_VERSION_MINOR)
 
 #define GW_API __attribute__((visibility("default")))
@@ -181,6 +181,35 @@ GW_API gw_status_t gw_broadcast_start(gw_comm_t* comm, void* buf, size_t count, 
                                       int root, gw_request_t** req);
 GW_API gw_status_t gw_barrier(gw_comm_t* comm);
 GW_API gw_status_t gw_barrier_start(gw_comm_t* comm, gw_request_t** req);
+/** send holds size blocks of count elements: block j goes to rank j; recv block i (same
+ *  layout) comes from rank i. send and recv must not overlap. (API 1.2) */
+GW_API gw_status_t gw_alltoall(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                               gw_dtype_t dtype);
+GW_API gw_status_t gw_alltoall_start(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                                     gw_dtype_t dtype, gw_request_t** req);
+/** MPI_Alltoallv: send_counts[j] elements at send + send_displs[j] go to rank j, recv_counts[i]
+ *  elements from rank i land at recv + recv_displs[i] (in elements; arrays of size entries,
+ *  copied by the call; zero-length parts allowed). Counts differ between ranks: send_counts[j]
+ *  here must equal recv_counts[this rank] on rank j. (API 1.2) */
+GW_API gw_status_t gw_alltoallv(gw_comm_t* comm, const void* send, const size_t* send_counts,
+                                const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                const size_t* recv_displs, gw_dtype_t dtype);
+GW_API gw_status_t gw_alltoallv_start(gw_comm_t* comm, const void* send, const size_t* send_counts,
+                                      const size_t* send_displs, void* recv,
+                                      const size_t* recv_counts, const size_t* recv_displs,
+                                      gw_dtype_t dtype, gw_request_t** req);
+/** recv of `root` (size * count elements) gets every rank's send block in rank order; recv
+ *  may be NULL on other ranks. (API 1.2) */
+GW_API gw_status_t gw_gather(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                             gw_dtype_t dtype, int root);
+GW_API gw_status_t gw_gather_start(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                                   gw_dtype_t dtype, int root, gw_request_t** req);
+/** send of `root` (size * count elements): block r goes to recv of rank r; send may be NULL
+ *  on other ranks. (API 1.2) */
+GW_API gw_status_t gw_scatter(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                              gw_dtype_t dtype, int root);
+GW_API gw_status_t gw_scatter_start(gw_comm_t* comm, const void* send, void* recv, size_t count,
+                                    gw_dtype_t dtype, int root, gw_request_t** req);
 
 /* Point-to-point: reliable, ordered messages to one peer, matched by (peer, tag) in posting
  * order. Send/receive requests and collectives share the transport's completion queue, so

@@ -7,13 +7,11 @@
 #include "coll_impl.h"
 
 namespace gw {
-namespace {
 
 using coll::Kind;
 
-// *device: whether the buffers are device memory (both must be of one kind).
-Status check_buffers(const char* what, size_t count, DataType dt, const void* send,
-                     const void* recv, bool* device) {
+Status coll::check_buffers(const char* what, size_t count, DataType dt, const void* send,
+                           const void* recv, bool* device) {
   *device = false;
   if (count > std::numeric_limits<size_t>::max() / 8 / 64)
     return Status(Code::kInvalidArgument, std::string("coll: ") + what + ": count too large");
@@ -34,10 +32,10 @@ Status check_buffers(const char* what, size_t count, DataType dt, const void* se
   return Status();
 }
 
-// In place is NCCL's layout (`in_place`); any other overlap of send and recv would read bytes
-// the call has already written, on this rank or a peer.
-Status check_overlap(const char* what, const void* send, size_t sbytes, const void* recv,
-                     size_t rbytes, bool in_place, const char* layout) {
+// Any other overlap than in place would read bytes the call has already written, here or on a
+// peer.
+Status coll::check_overlap(const char* what, const void* send, size_t sbytes, const void* recv,
+                           size_t rbytes, bool in_place, const char* layout) {
   const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
   if (sbytes == 0 || rbytes == 0 || s + sbytes <= r || r + rbytes <= s || in_place) return Status();
   return Status(Code::kInvalidArgument, std::string("coll: ") + what +
@@ -45,6 +43,9 @@ Status check_overlap(const char* what, const void* send, size_t sbytes, const vo
                                             "); use separate buffers or that layout");
 }
 
+namespace {
+using coll::check_buffers;
+using coll::check_overlap;
 }  // namespace
 
 Result<CollHandle> Communicator::allreduce_async(const void* send, void* recv, size_t count,
@@ -186,49 +187,42 @@ Result<CollHandle> Communicator::barrier_async(const CallOptions& call) {
   return impl_->launch(*o);
 }
 
-namespace {
-// Block for the call: the collective's own deadline fails it first, so wait a little longer.
-template <class Start>
-Status run(Communicator& c, Nanos timeout, Start start) {
-  GW_ASSIGN_OR_RETURN(CollHandle h, start());
-  return c.wait(h, timeout + Millis(1000));
-}
-}  // namespace
+using coll::run_blocking;
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dt, ReduceOp op,
                                const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return allreduce_async(send, recv, count, dt, op, call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return allreduce_async(send, recv, count, dt, op, call); });
 }
 Status Communicator::allreduce(std::span<const TensorRef> bucket, DataType dt, ReduceOp op,
                                const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return allreduce_async(bucket, dt, op, call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return allreduce_async(bucket, dt, op, call); });
 }
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dt,
                                     ReduceOp op, const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return reduce_scatter_async(send, recv, recv_count, dt, op, call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return reduce_scatter_async(send, recv, recv_count, dt, op, call); });
 }
 Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dt,
                                const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return allgather_async(send, recv, send_count, dt, call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return allgather_async(send, recv, send_count, dt, call); });
 }
 Status Communicator::broadcast(void* buf, size_t count, DataType dt, int root,
                                const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return broadcast_async(buf, count, dt, root, call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return broadcast_async(buf, count, dt, root, call); });
 }
 Status Communicator::barrier(const CallOptions& call) {
   auto d = impl_->drive();
-  return run(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
-             [&] { return barrier_async(call); });
+  return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
+                      [&] { return barrier_async(call); });
 }
 
 }  // namespace gw

@@ -27,6 +27,8 @@ struct Communicator::Impl {
   bool check_args = true;
   bool needs_mr = false;
   size_t device_host_max_bytes = 0;  ///< device allreduces up to this reduce on the host
+  size_t bruck_max_bytes = 0;        ///< host alltoall blocks up to this use Bruck
+  size_t tree_max_bytes = 0;         ///< host gather/scatter blocks up to this use the tree
   // Pinned slots of host-staged device calls (coll_device.cc), one per call in flight.
   std::unique_ptr<StagingPool> dev_stage;
   MemoryRegion dev_stage_mr;
@@ -138,11 +140,39 @@ struct Communicator::Impl {
   /// Pass a call mismatch found at `peer`'s message `d` on to the rest of op's partners.
   void rd_relay(coll::Task& op, const coll::Desc* d, size_t len, int peer);
 
+  // All-to-all, gather, scatter (coll_xchg.cc, coll_bruck.cc): op.xparts filled by the caller.
+  Status xchg_setup(coll::Task& op);
+  Status xchg_advance(coll::Task& op);
+  Status xchg_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
+  /// Ring-neighbour descriptor headers, as the ring's: any mismatch is seen by two ranks.
+  Status post_ring_headers(coll::Task& op);
+  /// Binomial-tree gather/scatter of small host blocks: fills op.xparts, op.xrelay and
+  /// op.xfinal for the exchange engine. @return false: not small (the caller goes direct).
+  Result<bool> tree_parts(coll::Task& op, bool gather, size_t block);
+  Status bruck_setup(coll::Task& op);
+  Status bruck_advance(coll::Task& op);
+  Status bruck_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
+
   int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }
   std::string where(const coll::Task& op) const;
 };
 
 namespace coll {
+/// Argument checks shared by the start calls (coll_api.cc). check_buffers: *device tells
+/// whether the buffers are device memory (both must be of one kind).
+Status check_buffers(const char* what, size_t count, DataType dt, const void* send,
+                     const void* recv, bool* device);
+/// In place is NCCL's layout (`in_place`); any other overlap of send and recv is refused.
+Status check_overlap(const char* what, const void* send, size_t sbytes, const void* recv,
+                     size_t rbytes, bool in_place, const char* layout);
+
+/// Block for a call: the collective's own deadline fails it first, so wait a little longer.
+template <class Start>
+Status run_blocking(Communicator& c, Nanos timeout, Start start) {
+  GW_ASSIGN_OR_RETURN(CollHandle h, start());
+  return c.wait(h, timeout + Millis(1000));
+}
+
 /// Keeps a destroyed communicator's Impl for the process's life (coll_notice.cc).
 void park_impl(std::unique_ptr<Communicator::Impl> im);
 }  // namespace coll

@@ -22,6 +22,10 @@ enum class Kind : uint8_t {
   kBarrier,
   kSend,  ///< point-to-point (coll_p2p.cc): not a collective, takes no sequence number
   kRecv,
+  kAlltoall,  ///< coll_xchg.cc (pairwise) or coll_bruck.cc (small blocks)
+  kAlltoallv,
+  kGather,
+  kScatter,
 };
 const char* kind_name(Kind k);
 
@@ -67,7 +71,16 @@ class RegBuf {
   MemoryRegion mr_;
 };
 
-enum class Engine : uint8_t { kNone, kRing, kRd, kP2p, kHier };
+enum class Engine : uint8_t { kNone, kRing, kRd, kP2p, kHier, kXchg, kBruck };
+
+/// One step of the exchange engine (coll_xchg.cc): a message to `to` and one from `from`
+/// (-1: none), each a whole part; zero-length parts are sent too, so a mismatch is seen.
+struct XPart {
+  int to = -1, from = -1;
+  const uint8_t* src = nullptr;
+  uint8_t* dst = nullptr;
+  size_t slen = 0, rlen = 0;
+};
 
 /// One step of recursive doubling (including the fold-in/fold-out of the ranks beyond the
 /// largest power of two).
@@ -139,6 +152,19 @@ struct Task {
   int rd_steps = 0, rd_cur = 0, rd_left = 0;
 
   std::array<Desc, kMaxRdSteps> hdr_in{};
+
+  // Exchange engine: its steps (capacity reused), and the sends allowed in flight.
+  std::vector<XPart> xparts;
+  uint32_t xwindow = 1;
+  /// Tree relays (coll_tree.cc): sends wait for every receive, then up to two copies
+  /// (dst, src, bytes) put the received blocks in place.
+  bool xrelay = false;
+  struct Copy {
+    uint8_t* dst = nullptr;
+    const uint8_t* src = nullptr;
+    size_t bytes = 0;
+  };
+  std::array<Copy, 2> xfinal{};
 };
 
 /// A request's wr_id: its slot, the slot's generation, direction and unit.

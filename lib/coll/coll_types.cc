@@ -173,6 +173,14 @@ const char* kind_name(Kind k) {
       return "send";
     case Kind::kRecv:
       return "recv";
+    case Kind::kAlltoall:
+      return "alltoall";
+    case Kind::kAlltoallv:
+      return "alltoallv";
+    case Kind::kGather:
+      return "gather";
+    case Kind::kScatter:
+      return "scatter";
   }
   return "unknown";
 }
@@ -185,8 +193,12 @@ std::string describe(const Desc& d) {
     s += std::string(", ") + op_name(static_cast<ReduceOp>(d.op));
   if (d.kind == static_cast<uint8_t>(Kind::kAllreduce))
     s += std::string(", ") + algo_name(static_cast<Algo>(d.algo));
-  if (d.kind == static_cast<uint8_t>(Kind::kBroadcast)) s += ", root=" + std::to_string(d.root);
-  if (d.kind >= static_cast<uint8_t>(Kind::kSend)) s += ", peer=" + std::to_string(d.root);
+  const auto k = static_cast<Kind>(d.kind);
+  if (k == Kind::kBroadcast || k == Kind::kGather || k == Kind::kScatter)
+    s += ", root=" + std::to_string(d.root);
+  if (k == Kind::kSend || k == Kind::kRecv) s += ", peer=" + std::to_string(d.root);
+  if (k == Kind::kAlltoall) s += d.algo ? ", bruck" : ", pairwise";
+  if (k == Kind::kGather || k == Kind::kScatter) s += d.algo ? ", tree" : ", direct";
   if (d.kind == static_cast<uint8_t>(Kind::kBarrier)) return s + ")";
   return s + (d.device ? ", device buffers)" : ", host buffers)");
 }

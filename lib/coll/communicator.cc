@@ -29,7 +29,14 @@ GW_CONFIG_KEYS(coll,
                {"coll.device_host_max_bytes", ConfigType::kInt, "65536",
                 "device-buffer allreduce of at most this many bytes: one copy to pinned host "
                 "memory, host reduction, one copy back (larger: the device ring); recursive "
-                "doubling always reduces on the host. Not yet measured on a GPU: conservative"});
+                "doubling always reduces on the host. Not yet measured on a GPU: conservative"},
+               {"coll.alltoall_bruck_max_bytes", ConfigType::kInt, "4096",
+                "host alltoall with blocks of at most this many bytes uses Bruck's log-step "
+                "algorithm (fewer, larger messages), larger blocks pairwise exchange"},
+               {"coll.gather_tree_max_bytes", ConfigType::kInt, "0",
+                "host gather/scatter with blocks of at most this many bytes uses a binomial tree "
+                "(log2 n rounds, every block relayed); 0: always direct, which was faster at 8 "
+                "ranks on 2 shared cores (a tree hop costs a relay's wake-up)"});
 
 constexpr size_t kMaxUserMrs = 64;
 constexpr const char* kSameCall =
@@ -82,6 +89,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   GW_ASSIGN_OR_RETURN(int64_t tmo, pick(o.timeout.count() / 1'000'000, "coll.timeout_ms", true));
   GW_ASSIGN_OR_RETURN(int64_t dev_host,
                       pick(o.device_host_max_bytes, "coll.device_host_max_bytes", false));
+  GW_ASSIGN_OR_RETURN(int64_t bruck,
+                      pick(o.alltoall_bruck_max_bytes, "coll.alltoall_bruck_max_bytes", false));
+  GW_ASSIGN_OR_RETURN(int64_t tree,
+                      pick(o.gather_tree_max_bytes, "coll.gather_tree_max_bytes", false));
   if (o.timeout.count() > 0 && o.timeout < Millis(1)) tmo = 1;
   bool check = o.check_args > 0;
   if (o.check_args < 0) {
@@ -100,6 +111,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->timeout = Millis(tmo);
   impl->check_args = check;
   impl->device_host_max_bytes = static_cast<size_t>(std::clamp<int64_t>(dev_host, 0, 1 << 30));
+  impl->bruck_max_bytes = static_cast<size_t>(std::clamp<int64_t>(bruck, 0, 1 << 30));
+  impl->tree_max_bytes = static_cast<size_t>(std::clamp<int64_t>(tree, 0, 1 << 30));
   const auto& props = group.transport().properties();
   impl->needs_mr = props.requires_registration;
   if (props.max_outstanding > 0)
@@ -213,7 +226,11 @@ Status Communicator::Impl::finish_now(Task& op) {
 Result<CollHandle> Communicator::Impl::launch(Task& op) {
   CollHandle h{static_cast<uint32_t>(slot_of(op)), op.gen};
   Status st;
-  if (n == 1) {
+  if (op.engine == coll::Engine::kXchg) {  // set by the caller: alltoall(v), gather, scatter
+    st = xchg_setup(op);
+  } else if (op.engine == coll::Engine::kBruck) {
+    st = bruck_setup(op);
+  } else if (n == 1) {
     st = finish_now(op);
   } else if (op.kind == Kind::kBarrier ||
              (op.kind == Kind::kAllreduce && op.algo == Algo::kRecursiveDoubling)) {
@@ -280,9 +297,11 @@ Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
 
 Status Communicator::Impl::advance(Task& op) {
   if (op.done || op.engine == coll::Engine::kP2p) return Status();
-  Status st = op.engine == coll::Engine::kRd     ? rd_advance(op)
-              : op.engine == coll::Engine::kHier ? hier_advance(op)
-                                                 : ring_advance(op);
+  Status st = op.engine == coll::Engine::kRd      ? rd_advance(op)
+              : op.engine == coll::Engine::kHier  ? hier_advance(op)
+              : op.engine == coll::Engine::kXchg  ? xchg_advance(op)
+              : op.engine == coll::Engine::kBruck ? bruck_advance(op)
+                                                  : ring_advance(op);
   if (!st.ok()) return st;
   maybe_complete(op);
   return Status();
@@ -291,7 +310,9 @@ Status Communicator::Impl::advance(Task& op) {
 void Communicator::Impl::maybe_complete(Task& op) {
   if (!op.done) {
     if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending) return;
-    if (op.engine == coll::Engine::kRd && op.rd_cur < op.rd_steps) return;
+    if ((op.engine == coll::Engine::kRd || op.engine == coll::Engine::kBruck) &&
+        op.rd_cur < op.rd_steps)
+      return;
     if (op.engine == coll::Engine::kHier && op.phase < 3) return;
     op.done = true;
   }
@@ -384,8 +405,11 @@ void Communicator::Impl::dispatch(const Completion& c) {
     if (op.engine == coll::Engine::kRd) st = rd_on_send(op, unit);
   } else {
     --op.inflight_recvs;
-    st = op.engine == coll::Engine::kRd ? rd_on_recv(op, unit, c.len, static_cast<int>(c.peer_id))
-                                        : ring_on_recv(op, unit, c.len);
+    const int from = static_cast<int>(c.peer_id);
+    st = op.engine == coll::Engine::kRd      ? rd_on_recv(op, unit, c.len, from)
+         : op.engine == coll::Engine::kXchg  ? xchg_on_recv(op, unit, c.len, from)
+         : op.engine == coll::Engine::kBruck ? bruck_on_recv(op, unit, c.len, from)
+                                             : ring_on_recv(op, unit, c.len);
   }
   if (st.ok()) st = advance(op);
   if (!st.ok()) fail(op, st);

@@ -1,6 +1,8 @@
 /// @file gw_coll.h
 /// Collectives over a Group: allreduce (pipelined ring, or recursive doubling for small
-/// messages), reduce-scatter, allgather, broadcast, barrier. Every call can be started
+/// messages), reduce-scatter, allgather, broadcast, barrier, all-to-all(v) (pairwise exchange,
+/// or Bruck's log-step algorithm for small blocks), gather, scatter (direct, or a binomial
+/// tree for small blocks). Every call can be started
 /// asynchronously and waited on later; several tensors can be reduced in one call (a fused
 /// bucket, as DDP and Horovod do).
 ///
@@ -33,8 +35,10 @@
 ///
 /// Contract (tests/coll/test_coll_contract.cc):
 /// - In place, as NCCL: allreduce send == recv; reduce-scatter recv == send + rank * recv_count
-///   (the rank's own block); allgather send == recv + rank * send_count. Any other overlap of
-///   send and recv is InvalidArgument on the calling rank, before anything is sent.
+///   (the rank's own block); allgather send == recv + rank * send_count; on the root, gather
+///   send == recv + root * count and scatter recv == send + root * count (MPI_IN_PLACE's
+///   layout); alltoall(v) has none. Any other overlap of send and recv is InvalidArgument on
+///   the calling rank, before anything is sent.
 /// - Integer sum and prod wrap modulo 2^bits; kAvg wraps the sum first, then divides once by
 ///   the number of ranks, truncating toward zero (int32: 2 x INT32_MAX averages to -1).
 /// - fp16 and bf16: every reduction step adds in float32 and rounds (to nearest even) to the
@@ -68,6 +72,13 @@ struct CommOptions {
   /// Device-buffer allreduce of at most this many bytes reduces on the host after one copy
   /// (coll.device_host_max_bytes; negative: the key).
   int64_t device_host_max_bytes = -1;
+  /// alltoall blocks of at most this many bytes use Bruck's algorithm, larger ones pairwise
+  /// exchange (coll.alltoall_bruck_max_bytes; negative: the key).
+  int64_t alltoall_bruck_max_bytes = -1;
+  /// Host gather/scatter blocks of at most this many bytes go through a binomial tree on 3+
+  /// ranks, larger ones straight between root and rank (coll.gather_tree_max_bytes; negative:
+  /// the key).
+  int64_t gather_tree_max_bytes = -1;
 };
 
 /// Per-call settings.
@@ -126,6 +137,28 @@ class Communicator {
   Result<CollHandle> broadcast_async(void* buf, size_t count, DataType dt, int root,
                                      const CallOptions& call = {});
   Result<CollHandle> barrier_async(const CallOptions& call = {});
+  /// send holds size() blocks of `count` elements: block j goes to rank j, and recv block i
+  /// (of the same layout) comes from rank i. send and recv must not overlap. A part larger
+  /// than the transport's max_message_size is InvalidArgument.
+  Result<CollHandle> alltoall_async(const void* send, void* recv, size_t count, DataType dt,
+                                    const CallOptions& call = {});
+  /// MPI_Alltoallv: send_counts[j] elements at send + send_displs[j] go to rank j; recv_counts[i]
+  /// elements from rank i land at recv + recv_displs[i] (counts and displacements in elements,
+  /// each array size() long; zero-length parts allowed). send_counts[j] on this rank must equal
+  /// recv_counts[this rank] on rank j (else InvalidArgument, or Timeout when a rank waits for a
+  /// part that never comes). The arrays are copied: they may be freed when the call returns.
+  Result<CollHandle> alltoallv_async(const void* send, const size_t* send_counts,
+                                     const size_t* send_displs, void* recv,
+                                     const size_t* recv_counts, const size_t* recv_displs,
+                                     DataType dt, const CallOptions& call = {});
+  /// recv of `root` (size() * count elements) gets every rank's send block in rank order;
+  /// recv is not used on other ranks (may be null).
+  Result<CollHandle> gather_async(const void* send, void* recv, size_t count, DataType dt, int root,
+                                  const CallOptions& call = {});
+  /// send of `root` (size() * count elements) is cut into blocks, block r to rank r's recv;
+  /// send is not used on other ranks (may be null).
+  Result<CollHandle> scatter_async(const void* send, void* recv, size_t count, DataType dt,
+                                   int root, const CallOptions& call = {});
 
   /// Point-to-point (not a collective: only the two ranks take part, the collectives'
   /// order is untouched): send `bytes` of buf to rank `peer`. It matches the receive on
@@ -162,6 +195,15 @@ class Communicator {
                    const CallOptions& call = {});
   Status broadcast(void* buf, size_t count, DataType dt, int root, const CallOptions& call = {});
   Status barrier(const CallOptions& call = {});
+  Status alltoall(const void* send, void* recv, size_t count, DataType dt,
+                  const CallOptions& call = {});
+  Status alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                   void* recv, const size_t* recv_counts, const size_t* recv_displs, DataType dt,
+                   const CallOptions& call = {});
+  Status gather(const void* send, void* recv, size_t count, DataType dt, int root,
+                const CallOptions& call = {});
+  Status scatter(const void* send, void* recv, size_t count, DataType dt, int root,
+                 const CallOptions& call = {});
 
   /// OK, or the first error that broke this communicator; its rank() names the culprit.
   Status status() const;

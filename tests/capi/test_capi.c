@@ -2,6 +2,7 @@
  * loopback TCP; every result is checked against a reference computed here.
  *   colls   3 ranks: started collectives (test/wait), fused bucket, reduce-scatter,
  *           allgather, broadcast, barrier
+ *   a2a     3 ranks: alltoall, alltoallv, gather, scatter (test_capi_a2a.c)
  *   p2p     3 ranks: ring exchange, any-source, truncation, p2p/collective exclusion
  *   rdzv    2 ranks joined through file-backed rendezvous callbacks, allreduce
  *   faults  2 ranks: mismatched dtypes fail on both; a dead peer fails the survivor quickly
@@ -351,8 +352,8 @@ static int errors(const char* dir) {
   gw_transport_t* t = NULL;
   CHECK(me, gw_transport_open("tcp", &t) == GW_ERR_INVALID_ARGUMENT && HAS("gw_init"));
   CHECK(me, gw_init(GW_API_VERSION + (1u << 16)) == GW_ERR_NOT_SUPPORTED);
-  CHECK(me, HAS("gw_init") && HAS("C API 2.1") && HAS("implements 1.1"));
-  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.2"));
+  CHECK(me, HAS("gw_init") && HAS("C API 2.2") && HAS("implements 1.2"));
+  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.3"));
   CHECK_OK(me, gw_init(GW_API_VERSION));
   CHECK(me, gw_last_error()[0] == '\0' && gw_api_version() == GW_API_VERSION);
   CHECK(me, strcmp(gw_status_name(GW_ERR_TIMEOUT), "Timeout") == 0);
@@ -419,6 +420,12 @@ static int errors(const char* dir) {
   CHECK(me, HAS("overflows"));
   CHECK(me, gw_allgather(c, x, y, SIZE_MAX / 4, GW_INT64) == GW_ERR_INVALID_ARGUMENT);
   CHECK(me, gw_broadcast(c, x, 8, GW_FLOAT32, 5) == GW_ERR_INVALID_ARGUMENT && HAS("root 5"));
+  CHECK(me, gw_gather(c, x, y, 8, GW_FLOAT32, 5) == GW_ERR_INVALID_ARGUMENT && HAS("root 5"));
+  CHECK(me, gw_scatter(c, NULL, y, 8, GW_FLOAT32, 0) == GW_ERR_INVALID_ARGUMENT);
+  CHECK(me, HAS("send buffer is NULL"));
+  CHECK(me, gw_alltoallv(c, x, NULL, NULL, y, NULL, NULL, GW_FLOAT32) == GW_ERR_INVALID_ARGUMENT);
+  CHECK(me, HAS("send_counts is NULL"));
+  CHECK(me, gw_alltoall(c, x, x, 8, GW_FLOAT32) == GW_ERR_INVALID_ARGUMENT && HAS("overlap"));
   CHECK(me, gw_allreduce_start(c, x, y, 8, GW_FLOAT32, GW_SUM, NULL) == GW_ERR_INVALID_ARGUMENT);
   CHECK(me, HAS("req is NULL"));
   CHECK(me, gw_allreduce_bucket(c, NULL, 0, GW_FLOAT32, GW_SUM) == GW_ERR_INVALID_ARGUMENT);
@@ -439,15 +446,18 @@ static int errors(const char* dir) {
   return 0;
 }
 
+int a2a_case(int rank, int n, void* arg); /* test_capi_a2a.c */
+
 int main(int argc, char** argv) {
   char dir[256];
   int rc = 2;
   if (argc != 2 || make_temp_dir(dir, sizeof dir) != 0) {
-    fprintf(stderr, "usage: test_capi colls|p2p|rdzv|faults|abort|errors|gap\n");
+    fprintf(stderr, "usage: test_capi colls|a2a|p2p|rdzv|faults|abort|errors|gap\n");
     return 2;
   }
   const char* k = argv[1];
   if (strcmp(k, "colls") == 0) rc = run_ranks(3, colls, NULL, 40);
+  if (strcmp(k, "a2a") == 0) rc = run_ranks(3, a2a_case, NULL, 40);
   if (strcmp(k, "p2p") == 0) rc = run_ranks(3, p2p, NULL, 40);
   if (strcmp(k, "rdzv") == 0) rc = run_ranks(2, rdzv, dir, 40);
   if (strcmp(k, "faults") == 0) rc = run_ranks(2, faults, dir, 40);

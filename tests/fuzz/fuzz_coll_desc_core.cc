@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gw::fuzz::Input in(data, size);
   // This rank's call, as Communicator::Impl::begin fills it.
   Desc mine{.magic = 0x67776331u,
-            .kind = static_cast<uint8_t>(in.u8() % 5),
+            .kind = static_cast<uint8_t>(in.u8() % 11),  // every coll::Kind
             .dtype = static_cast<uint8_t>(in.u8() % 7),
             .op = static_cast<uint8_t>(in.u8() % 5),
             .algo = static_cast<uint8_t>(in.u8() % 4)};
