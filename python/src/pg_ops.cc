@@ -1,6 +1,6 @@
 // The ops of ProcessGroupGW: tensor checks and staging on the caller's thread, the requests as
-// Engine posts, copy-out on the engine thread. Ops without a gradwire collective (gather,
-// scatter, alltoall) are point-to-point messages; reduce is an allreduce (a copy on non-roots).
+// Engine posts, copy-out on the engine thread. Each op is one library collective (gather,
+// scatter and all_to_all_single the native ones); reduce is an allreduce (a copy on non-roots).
 #include <ATen/ATen.h>
 
 #include "pg_util.h"
@@ -182,56 +182,56 @@ WorkPtr ProcessGroupGW::_allgather_base(at::Tensor& out, at::Tensor& in,
 
 WorkPtr ProcessGroupGW::gather(TensorLists& out, Tensors& in, const c10d::GatherOptions& o) {
   at::Tensor t = single(in, "gather");
-  const int root = static_cast<int>(o.rootRank), me = getRank();
-  TORCH_CHECK(root >= 0 && root < getSize(), "gradwire gather: bad root rank ", root);
-  const uint32_t tag = internal_tag();
-  const CallOptions c = call_opts(o.timeout);
-  at::Tensor src = t.contiguous();
-  Job j;
+  const int root = static_cast<int>(o.rootRank), me = getRank(), n = getSize();
+  TORCH_CHECK(root >= 0 && root < n, "gradwire gather: bad root rank ", root);
+  at::Tensor src = t.contiguous(), flat;
   Tensors results;
   if (me != root) {
     TORCH_CHECK(out.empty() || (out.size() == 1 && out[0].empty()),
                 "gradwire gather: only the root rank passes output tensors");
-    j.posts.push_back(p_send(src, root, tag, c));
   } else {
-    TORCH_CHECK(out.size() == 1 && out[0].size() == static_cast<size_t>(getSize()),
-                "gradwire gather: the root expects one output list of ", getSize(), " tensors");
-    Tensors ws;
+    TORCH_CHECK(out.size() == 1 && out[0].size() == static_cast<size_t>(n),
+                "gradwire gather: the root expects one output list of ", n, " tensors");
     for (auto& x : out[0]) check_same(x, t, "gather", "an output tensor");
-    for (auto& x : out[0]) ws.push_back(out_buf(x));
-    for (int p = 0; p < getSize(); ++p)
-      if (p != me) j.posts.push_back(p_recv(ws[p], p, tag, c));
-    j.finish = [outs = out[0], ws, src, me]() mutable {
-      outs[me].copy_(src.reshape(outs[me].sizes()));
-      for (size_t i = 0; i < outs.size(); ++i)
-        if (i != static_cast<size_t>(me) && !ws[i].is_same(outs[i])) outs[i].copy_(ws[i]);
-    };
+    flat = at::empty({n * t.numel()}, t.options());
     results = out[0];
+  }
+  Job j;
+  j.posts.push_back([src, flat, root, c = call_opts(o.timeout)](Communicator& m) {
+    return m.gather_async(ptr(src), flat.defined() ? ptr(flat) : nullptr, nbytes(src),
+                          DataType::kUInt8, root, c);
+  });
+  if (me == root) {
+    j.finish = [outs = out[0], flat, k = t.numel()]() mutable {
+      for (size_t i = 0; i < outs.size(); ++i)
+        outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * k, k).view(outs[i].sizes()));
+    };
   }
   return submit(c10::make_intrusive<WorkGW>(OpType::GATHER, "gather", results), std::move(j));
 }
 
 WorkPtr ProcessGroupGW::scatter(Tensors& out, TensorLists& in, const c10d::ScatterOptions& o) {
   at::Tensor t = single(out, "scatter");
-  const int root = static_cast<int>(o.rootRank), me = getRank();
-  TORCH_CHECK(root >= 0 && root < getSize(), "gradwire scatter: bad root rank ", root);
-  const uint32_t tag = internal_tag();
-  const CallOptions c = call_opts(o.timeout);
-  at::Tensor w = out_buf(t);
-  Job j;
+  const int root = static_cast<int>(o.rootRank), me = getRank(), n = getSize();
+  TORCH_CHECK(root >= 0 && root < n, "gradwire scatter: bad root rank ", root);
+  at::Tensor w = out_buf(t), flat;
   if (me != root) {
     TORCH_CHECK(in.empty() || (in.size() == 1 && in[0].empty()),
                 "gradwire scatter: only the root rank passes input tensors");
-    j.posts.push_back(p_recv(w, root, tag, c));
-    if (!w.is_same(t)) j.finish = [t, w]() mutable { t.copy_(w); };
   } else {
-    TORCH_CHECK(in.size() == 1 && in[0].size() == static_cast<size_t>(getSize()),
-                "gradwire scatter: the root expects one input list of ", getSize(), " tensors");
+    TORCH_CHECK(in.size() == 1 && in[0].size() == static_cast<size_t>(n),
+                "gradwire scatter: the root expects one input list of ", n, " tensors");
     for (auto& x : in[0]) check_same(x, t, "scatter", "an input tensor");
-    for (int p = 0; p < getSize(); ++p)
-      if (p != me) j.posts.push_back(p_send(in[0][p].contiguous(), p, tag, c));
-    j.finish = [t, mine = in[0][me]]() mutable { t.copy_(mine.reshape(t.sizes())); };
+    Tensors parts;
+    for (auto& x : in[0]) parts.push_back(x.reshape({-1}));
+    flat = at::cat(parts);  // the library cuts one buffer into blocks
   }
+  Job j;
+  j.posts.push_back([flat, w, root, c = call_opts(o.timeout)](Communicator& m) {
+    return m.scatter_async(flat.defined() ? ptr(flat) : nullptr, ptr(w), nbytes(w),
+                           DataType::kUInt8, root, c);
+  });
+  if (!w.is_same(t)) j.finish = [t, w]() mutable { t.copy_(w); };
   return submit(c10::make_intrusive<WorkGW>(OpType::SCATTER, "scatter", out), std::move(j));
 }
 
@@ -283,7 +283,7 @@ WorkPtr ProcessGroupGW::alltoall_base(at::Tensor& out, at::Tensor& in,
   check_cpu(in, "alltoall_base");
   check_cpu(out, "alltoall_base");
   TORCH_CHECK(in.scalar_type() == out.scalar_type(), "gradwire alltoall_base: dtypes differ");
-  const int n = getSize(), me = getRank();
+  const int n = getSize();
   // Rows along dim 0; no splits: equal parts.
   auto offsets = [&](const at::Tensor& x, std::vector<int64_t> s, const char* what) {
     const int64_t rows = x.dim() ? x.size(0) : 0;
@@ -301,24 +301,24 @@ WorkPtr ProcessGroupGW::alltoall_base(at::Tensor& out, at::Tensor& in,
     return off;
   };
   const auto ioff = offsets(in, in_splits, "input"), ooff = offsets(out, out_splits, "output");
+  // Byte counts and displacements of every part: one native alltoallv in the library.
+  auto bytes = [](const at::Tensor& x, const std::vector<int64_t>& off) {
+    const size_t row = x.dim() && x.size(0) ? nbytes(x) / static_cast<size_t>(x.size(0)) : 0;
+    std::vector<size_t> v(2 * (off.size() - 1));
+    for (size_t i = 0; i + 1 < off.size(); ++i) {
+      v[i] = static_cast<size_t>(off[i + 1] - off[i]) * row;
+      v[off.size() - 1 + i] = static_cast<size_t>(off[i]) * row;
+    }
+    return v;
+  };
   at::Tensor src = in.contiguous(), w = out_buf(out);
-  auto rows = [](const at::Tensor& x, const std::vector<int64_t>& off, int p) {
-    return x.narrow(0, off[p], off[p + 1] - off[p]);
-  };
-  const uint32_t tag = internal_tag();
-  const CallOptions c = call_opts(o.timeout);
   Job j;
-  // Pairwise exchange: step i sends to rank me+i and receives from me-i.
-  for (int i = 1; i < n; ++i) {
-    const int to = (me + i) % n, from = (me - i + n) % n;
-    at::Tensor s = rows(src, ioff, to), r = rows(w, ooff, from);
-    if (s.numel()) j.posts.push_back(p_send(s, to, tag, c));
-    if (r.numel()) j.posts.push_back(p_recv(r, from, tag, c));
-  }
-  j.finish = [out, w, mine = rows(src, ioff, me), dst = rows(w, ooff, me)]() mutable {
-    dst.copy_(mine);
-    if (!w.is_same(out)) out.copy_(w);
-  };
+  j.posts.push_back([src, w, sv = bytes(src, ioff), rv = bytes(w, ooff), n,
+                     c = call_opts(o.timeout)](Communicator& m) {
+    return m.alltoallv_async(ptr(src), sv.data(), sv.data() + n, ptr(w), rv.data(), rv.data() + n,
+                             DataType::kUInt8, c);
+  });
+  if (!w.is_same(out)) j.finish = [out, w]() mutable { out.copy_(w); };
   return submit(c10::make_intrusive<WorkGW>(OpType::ALLTOALL_BASE, "alltoall_base", Tensors{out}),
                 std::move(j));
 }

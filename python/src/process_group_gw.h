@@ -82,8 +82,8 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
  private:
   c10::intrusive_ptr<WorkGW> submit(c10::intrusive_ptr<WorkGW> w, Job job);
   WorkPtr allreduce_sparse(at::Tensor& t, const c10d::AllreduceOptions& o);
-  /// Tag of the point-to-point messages of one gather/scatter/alltoall: the same on every rank
-  /// (they are called in the same order), apart from user tags (top bit set).
+  /// Tag of the point-to-point messages of one alltoall of lists or monitored barrier: the same on
+  /// every rank (they are called in the same order), apart from user tags (top bit set).
   uint32_t internal_tag() { return 0x80000000u | (internal_seq_++ & 0x7FFFFFFFu); }
 
   std::shared_ptr<Engine> engine_;
