@@ -15,7 +15,7 @@ fi
 ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-coll-perf/gw-coll-perf \
   tests/unit/test_unit tests/conformance/test_conformance \
   tests/conformance/test_conformance_faults tests/bootstrap/test_bootstrap \
-  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll \
+  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll tests/coll/test_coll_alltoall \
   tests/coll/gw-fail-probe ||
   { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
 rm -f "$dir-failed.json"
@@ -29,12 +29,12 @@ TSAN_OPTIONS+=" suppressions=$PWD/tests/tsan.supp"
 # its vdev bus and the rings and mempools that hand mbufs between rank threads are invisible
 # to it, and it reports races inside DPDK (rte_pktmbuf_reset after a mempool round trip,
 # librte_bus_vdev's device list when ranks open ports at once). tests/tsan.supp has more.
-# coll-stop-memif runs gw-fail-probe over memif: the same DPDK, in processes. coll-rdma-vm runs
+# coll-alltoall-dpdk is the same for the alltoall suite. coll-stop-memif runs gw-fail-probe over memif: the same DPDK, in processes. coll-rdma-vm runs
 # in the soft-RoCE VM over libibverbs and rdma_rxe, which TSan cannot see either (and it needs
 # the C API's test and the PyTorch backend, which this build leaves out).
 tests=$(meson test -C "$dir" --list --no-rebuild --suite unit --suite tcp --suite bootstrap \
   --suite coll 2>/dev/null | sed 's|.* / ||' | grep -vx -e install-consumer -e coll-dpdk \
-  -e coll-stop-memif -e coll-rdma-vm)
+  -e coll-alltoall-dpdk -e coll-stop-memif -e coll-rdma-vm)
 # shellcheck disable=SC2086
 meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
   $tests "$@"

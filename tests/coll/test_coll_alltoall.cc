@@ -198,9 +198,14 @@ TEST(A2a, AsyncOverlapAnyWaitOrder) {
 // A rank with another count fails every rank with InvalidArgument, Bruck or pairwise alike.
 TEST(A2a, MismatchedCountFailsEveryRank) {
   for (size_t base : {size_t{4}, size_t{4000}}) {
-    run_ranks(3, a2a_options(), [base](int r, std::unique_ptr<Rank>& rk) {
+    // Buffers outlive the Groups: a failed call's receives may still land (gw_coll.h).
+    std::vector<std::vector<float>> sends(3), recvs(3);
+    run_ranks(3, a2a_options(), [&](int r, std::unique_ptr<Rank>& rk) {
       const size_t count = base + (r == 1 ? 1 : 0);
-      std::vector<float> send(count * 3), recv(count * 3);
+      auto& send = sends[static_cast<size_t>(r)];
+      auto& recv = recvs[static_cast<size_t>(r)];
+      send.resize(count * 3);
+      recv.resize(count * 3);
       Status st = rk->comm->alltoall(send.data(), recv.data(), count, DataType::kFloat32);
       EXPECT_EQ(st.code(), Code::kInvalidArgument) << "rank " << r << ": " << st.to_string();
     });
@@ -210,10 +215,13 @@ TEST(A2a, MismatchedCountFailsEveryRank) {
 // alltoallv: rank 0 sends rank 1 fewer elements than rank 1 expects. Rank 1 fails; a rank
 // that had all its parts may finish first, but its next call fails (the notice).
 TEST(A2a, AlltoallvShortPartFails) {
-  run_ranks(3, a2a_options(), [](int r, std::unique_ptr<Rank>& rk) {
+  // Buffers outlive the Groups: a failed call's receives may still land (gw_coll.h).
+  std::vector<std::vector<int32_t>> sends(3, std::vector<int32_t>(12)), recvs = sends;
+  run_ranks(3, a2a_options(), [&](int r, std::unique_ptr<Rank>& rk) {
     std::vector<size_t> sc(3, 4), rc(3, 4), d = {0, 4, 8};
     if (r == 0) sc[1] = 3;
-    std::vector<int32_t> send(12), recv(12);
+    auto& send = sends[static_cast<size_t>(r)];
+    auto& recv = recvs[static_cast<size_t>(r)];
     Status st = rk->comm->alltoallv(send.data(), sc.data(), d.data(), recv.data(), rc.data(),
                                     d.data(), DataType::kInt32);
     if (r == 1) {
@@ -232,12 +240,14 @@ TEST(A2a, RankThatNeverCallsGivesTimeout) {
     std::vector<Status> st(3);
     CommOptions o = a2a_options();
     o.timeout = Millis(300);
+    std::vector<std::vector<float>> sends(3, std::vector<float>(3 * 3000)), recvs = sends;
     run_ranks(3, o, [&](int r, std::unique_ptr<Rank>& rk) {
       if (r == 2) {
         while (done < 2) std::this_thread::sleep_for(Millis(5));
         return;
       }
-      std::vector<float> send(3 * 3000), recv(3 * 3000);
+      auto& send = sends[static_cast<size_t>(r)];
+      auto& recv = recvs[static_cast<size_t>(r)];
       st[static_cast<size_t>(r)] =
           count ? rk->comm->alltoall(send.data(), recv.data(), count, DataType::kFloat32)
                 : rk->comm->scatter(nullptr, recv.data(), 5, DataType::kFloat32, 2);
@@ -254,9 +264,11 @@ TEST(A2a, RankThatNeverCallsGivesTimeout) {
 // abort() on one rank ends every rank's alltoall with Aborted naming it.
 TEST(A2a, AbortReachesEveryRank) {
   std::vector<Status> st(3);
+  std::vector<std::vector<int64_t>> sends(3, std::vector<int64_t>(3 * 500)), recvs = sends;
   run_ranks(3, a2a_options(), [&](int r, std::unique_ptr<Rank>& rk) {
     if (r == 1) rk->comm->abort("test");
-    std::vector<int64_t> send(3 * 500), recv(3 * 500);
+    auto& send = sends[static_cast<size_t>(r)];
+    auto& recv = recvs[static_cast<size_t>(r)];
     st[static_cast<size_t>(r)] =
         rk->comm->alltoall(send.data(), recv.data(), 500, DataType::kInt64);
   });
