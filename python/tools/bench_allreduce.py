@@ -33,12 +33,17 @@ def timed(fn, group, t, iters, reps):
     return statistics.median(out)
 
 
-def sweep(rank, n, tmpdir, sizes, q):
+def init_groups(rank, n, tmpdir, name, timeout_s):
+    """The default group (gloo) and one gloo and one gradwire group over the same ranks."""
     import gradwire  # noqa: F401
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmpdir, "s"), rank=rank,
-                            world_size=n, timeout=datetime.timedelta(seconds=120))
-    groups = {"gloo": dist.new_group(backend="gloo"), "gradwire": dist.new_group(backend="gradwire")}
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmpdir, name), rank=rank,
+                            world_size=n, timeout=datetime.timedelta(seconds=timeout_s))
+    return {"gloo": dist.new_group(backend="gloo"), "gradwire": dist.new_group(backend="gradwire")}
+
+
+def sweep(rank, n, tmpdir, sizes, q):
+    groups = init_groups(rank, n, tmpdir, "s", 120)
     rows = []
     for size in sizes:
         t = torch.ones(size // 4)
@@ -55,12 +60,8 @@ def sweep(rank, n, tmpdir, sizes, q):
 
 
 def ddp_step(rank, n, tmpdir, steps, q):
-    import gradwire  # noqa: F401
     from torch.nn.parallel import DistributedDataParallel as DDP
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmpdir, "d"), rank=rank,
-                            world_size=n, timeout=datetime.timedelta(seconds=300))
-    groups = {"gloo": dist.new_group(backend="gloo"), "gradwire": dist.new_group(backend="gradwire")}
+    groups = init_groups(rank, n, tmpdir, "d", 300)
     torch.manual_seed(0)
     # ~25.2 M float32 parameters, batch of 1: the step is the gradient allreduce.
     model = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(6)])

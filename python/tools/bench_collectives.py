@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_allreduce import run, timed  # noqa: E402
+from bench_allreduce import init_groups, run, timed  # noqa: E402
 
 RS_SIZES = [1 << 20, 16 << 20, 64 << 20]
 A2A_SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]  # per pair
@@ -36,11 +36,7 @@ def all_to_all(t, group):
 
 
 def sweep(rank, n, tmpdir, op, sizes, q):
-    import gradwire  # noqa: F401
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmpdir, "s"), rank=rank,
-                            world_size=n, timeout=datetime.timedelta(seconds=300))
-    groups = {"gloo": dist.new_group(backend="gloo"), "gradwire": dist.new_group(backend="gradwire")}
+    groups = init_groups(rank, n, tmpdir, "s", 300)
     rows = []
     for size in sizes:
         total = size if op == "reduce_scatter" else size * n  # bytes each rank sends
