@@ -2,6 +2,7 @@
 this machine can run (and the reference tools), rounds interleaved, speed and cost side by side.
 
   gw-compare                       # tcp (sleep, busy), dpdk memif, dpdk af_packet/veth, refs
+                                   # (iperf3, sockperf, dpdk-testpmd, UCX, libfabric)
   gw-compare --quick --report DIR  # CI-sized run and an HTML report
   gw-compare --rdma-vm             # + rdma on soft-RoCE inside a VM (takes minutes)
 """
@@ -15,6 +16,7 @@ import statistics
 import sys
 import time
 
+import gwc_counters
 import gwc_output
 import gwc_proc
 import gwc_ref
@@ -85,8 +87,8 @@ def parse_args(argv):
                    help="comma list of tcp, tcp-busy, memif, af_packet, rdma")
     p.add_argument("-w", "--workloads", default=",".join(w.id for w in W.WORKLOADS),
                    help="comma list of " + ", ".join(w.id for w in W.WORKLOADS))
-    p.add_argument("--refs", default="iperf3,sockperf,dpdk-testpmd",
-                   help="reference tools to run when installed ('' for none)")
+    p.add_argument("--refs", default="iperf3,sockperf,dpdk-testpmd,ucx_perftest,fi_pingpong,"
+                   "fi_rdm_tagged_bw", help="reference tools to run when installed ('' for none)")
     p.add_argument("-r", "--rounds", type=int, default=3, help="interleaved rounds (3)")
     p.add_argument("-D", "--duration", type=float, default=0.3,
                    help="seconds per workload per round (0.3)")
@@ -215,7 +217,12 @@ def main(argv=None):
     transports = [all_t[x] for x in wanted]
     for t in transports:
         t.why, t.commands, t.stats, t.errors = gwc_transports.check_available(t, ctx), [], {}, []
+    mounted = gwc_counters.ensure_tracefs()  # the system-call column needs it
+    if mounted:
+        log("gw-compare: " + mounted)
     meta = gwc_meta.collect(a, ctx, argv if argv is not None else sys.argv[1:])
+    if mounted:
+        meta["tracefs"] = mounted
     veth = None
     # A signal must still tear the namespaces down: turn it into an exception.
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -7,8 +7,9 @@ pid with inherit=1 (its threads and children count too) before the rank starts r
   context-switches         software event: voluntary and involuntary
   task-clock               software event: ns on a CPU
 User/system split and voluntary/involuntary split from /proc (ticks of 10 ms; summed over
-the process's threads). Needs root or kernel.perf_event_paranoid <= 1 for the tracepoint;
-without it syscalls are None and the reason is kept in `why`.
+the process's threads). Needs root or kernel.perf_event_paranoid <= 1 for the tracepoint,
+and tracefs mounted (ensure_tracefs mounts it when root); without them syscalls are None and
+the reason is kept in `why`.
 """
 import ctypes
 import os
@@ -21,10 +22,13 @@ _FLAG_INHERIT = 1 << 1
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5, the rest zero
 _libc = ctypes.CDLL(None, use_errno=True)
 _TICK = 1.0 / os.sysconf("SC_CLK_TCK")
+_TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+_MOUNT_HINT = "as root: mount -t tracefs nodev /sys/kernel/tracing"
+_mount_failed = None  # why ensure_tracefs could not mount it, once it tried
 
 
 def _tracepoint_id(name):
-    for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+    for root in _TRACEFS:
         try:
             with open("%s/events/%s/id" % (root, name)) as f:
                 return int(f.read())
@@ -55,7 +59,8 @@ class Counters:
         wanted = [("task_clock_ns", _TYPE_SOFTWARE, _SW_TASK_CLOCK),
                   ("ctxsw", _TYPE_SOFTWARE, _SW_CONTEXT_SWITCHES)]
         if tp is None:
-            self.why = "no tracefs (mount -t tracefs nodev /sys/kernel/tracing)"
+            self.why = "no tracefs at %s (%s)" % (" or ".join(_TRACEFS),
+                                                  _mount_failed or _MOUNT_HINT)
         else:
             wanted.append(("syscalls", _TYPE_TRACEPOINT, tp))
         for name, t, c in wanted:
@@ -80,6 +85,42 @@ class Counters:
         for fd in self.fds.values():
             os.close(fd)
         self.fds = {}
+
+
+def _mount(argv):
+    """Runs mount(8); @return None, or its complaint."""
+    import subprocess
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    return None if r.returncode == 0 else (r.stderr.strip() or "exit %d" % r.returncode)
+
+
+def ensure_tracefs():
+    """Mounts tracefs when the syscall tracepoint cannot be found and we are root: on
+    /sys/kernel/tracing, else debugfs on /sys/kernel/debug (which brings tracing/ with it).
+    @return what was mounted (a line for the log), or None when nothing was done; a failure is
+    kept for Counters.why, so the report says what was tried and what to run."""
+    global _mount_failed
+    if _tracepoint_id("raw_syscalls/sys_enter") is not None:
+        return None
+    if os.geteuid() != 0:
+        _mount_failed = "not root, so gw-compare did not mount it; " + _MOUNT_HINT
+        return None
+    tried = []
+    for argv, where in ((["mount", "-t", "tracefs", "nodev", _TRACEFS[0]], _TRACEFS[0]),
+                        (["mount", "-t", "debugfs", "nodev", "/sys/kernel/debug"],
+                         _TRACEFS[1])):
+        err = _mount(argv)
+        if err is None and _tracepoint_id("raw_syscalls/sys_enter") is not None:
+            return "mounted %s on %s for the system-call counts (%s)" % (
+                argv[2], argv[4], " ".join(argv))
+        tried.append("`%s`: %s" % (" ".join(argv), err or "mounted, but %s has no "
+                                   "events/raw_syscalls (kernel without "
+                                   "CONFIG_FTRACE_SYSCALLS?)" % where))
+    _mount_failed = "gw-compare tried " + "; ".join(tried)
+    return None
 
 
 def proc_times(pid):

@@ -59,6 +59,8 @@ def collect(a, ctx, argv):
             "dpdk": _first_line(["pkg-config", "--modversion", "libdpdk"]),
             "iperf3": _first_line(["iperf3", "--version"]),
             "sockperf": _first_line(["sockperf", "--version"]),
+            "ucx": _first_line(["ucx_info", "-v"]),
+            "libfabric": _first_line(["fi_info", "--version"]),
             "perf": _first_line(["perf", "--version"]),
             "python": platform.python_version(),
         },

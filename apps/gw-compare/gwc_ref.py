@@ -1,6 +1,7 @@
 """Reference tools in the same run, measured the same way (both processes' counters), placed
 the same way (not pinned, like the gradwire ranks): iperf3 for bandwidth (and 64 B writes
-per second), sockperf ping-pong for latency, sleeping and busy. And the soft-RoCE VM.
+per second), sockperf ping-pong for latency, sleeping and busy, dpdk-testpmd for the memif
+packet rate, and the peers of gwc_peers (UCX, libfabric). And the soft-RoCE VM.
 """
 import os
 import re
@@ -8,6 +9,7 @@ import shutil
 import subprocess
 import json
 
+import gwc_peers
 import gwc_proc
 import gwc_workloads as W
 
@@ -108,7 +110,9 @@ class Refs:
     """Reference columns; `round()` runs one round of them, so the caller interleaves them
     with the transports' rounds. Tools that are missing are listed with the reason."""
 
-    KNOWN = ("iperf3", "sockperf", "dpdk-testpmd")
+    KNOWN = ("iperf3", "sockperf", "dpdk-testpmd", "ucx_perftest", "fi_pingpong",
+             "fi_rdm_tagged_bw")
+    PACKAGES = dict(gwc_peers.PACKAGES, **{"dpdk-testpmd": "dpdk"})
 
     def __init__(self, a, selected):
         self.a, self.selected = a, selected
@@ -121,6 +125,16 @@ class Refs:
             cols["sockperf-busy"] = _col("sockperf-busy", "sockperf (busy)")
         if "dpdk-testpmd" in wanted:
             cols["dpdk-testpmd"] = _col("dpdk-testpmd", "dpdk-testpmd (memif)")
+        if "ucx_perftest" in wanted:
+            cols["ucx_perftest"] = _col("ucx_perftest", "ucx tag (tcp, busy)")
+            cols["ucx_perftest-shm"] = _col("ucx_perftest-shm", "ucx tag (shm, busy)")
+        if "fi_pingpong" in wanted:
+            cols["fi_pingpong"] = _col("fi_pingpong", "libfabric (tcp, busy)")
+        if "fi_rdm_tagged_bw" in wanted:  # named so the table says why libfabric has no bw row
+            cols["fi_rdm_tagged_bw"] = _col(
+                "fi_rdm_tagged_bw", "libfabric bw",
+                "not run by gw-compare: fabtests' fi_rdm_tagged_bw is not packaged in Debian 12 "
+                "(libfabric-bin ships fi_pingpong only)")
         for name in wanted:
             if name not in self.KNOWN:
                 cols[name] = _col(name, name, "unknown reference tool (known: %s)"
@@ -128,15 +142,18 @@ class Refs:
         for name, col in cols.items():
             tool = name.split("-")[0] if name != "dpdk-testpmd" else name
             if col["why"] is None and not shutil.which(tool):
-                col["why"] = "%s is not installed (apt-get install %s)" % (tool, tool)
+                col["why"] = "%s is not installed (apt-get install %s, or usertools/" \
+                    "gw-deps.sh)" % (tool, self.PACKAGES.get(tool, tool))
         self.cols = cols
         self.raw = {n: {} for n in cols}
+        self.pace = {}  # (column, workload) -> us per iteration seen: sizes the next run
 
     def _ok(self, name):
         return name in self.cols and self.cols[name]["why"] is None
 
     def round(self, ctx, rnd, log):
         a, secs = self.a, max(self.a.duration, 0.2)
+        peer_s = min(a.timeout, max(30, 20 * secs))  # a busy-polling peer starved: bounded
         for w in W.WORKLOADS:
             if w.id not in self.selected:
                 continue
@@ -150,6 +167,14 @@ class Refs:
                     if self._ok(n):
                         jobs.append((n, lambda busy=busy: _sockperf(ctx, w, secs, busy,
                                                                     a.timeout)))
+            if w.kind in ("lat", "bw", "rate"):
+                for n in ("ucx_perftest", "ucx_perftest-shm"):
+                    if self._ok(n):
+                        jobs.append((n, lambda n=n: gwc_peers.run_ucx(
+                            ctx, n, w, secs, peer_s, self.pace.get((n, w.id)))))
+            if w.kind == "lat" and self._ok("fi_pingpong"):
+                jobs.append(("fi_pingpong", lambda: gwc_peers.run_fi_pingpong(
+                    ctx, w, secs, peer_s, self.pace.get(("fi_pingpong", w.id)))))
             for name, job in jobs:
                 s, cmds, err = job()
                 if err:  # a server that was not listening yet on a loaded machine: once more
@@ -161,6 +186,8 @@ class Refs:
                     col["errors"].append(err)
                 else:
                     s["round"] = rnd + 1
+                    if s.get("pace_us"):
+                        self.pace[(name, w.id)] = s["pace_us"]
                     self.raw[name].setdefault(w.id, []).append(s)
 
     def finish(self, summarize):
