@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up, build and run the main job on this machine's own loopback devices: gw-compare, the
 # same workloads over every transport that can run here (tcp sleeping and busy, dpdk over
-# memif and over af_packet on a veth pair between two namespaces), with iperf3 and sockperf
-# in the same run; speed and cost (CPU, system calls, context switches) side by side.
+# memif and over af_packet on a veth pair between two namespaces), with iperf3, sockperf,
+# dpdk-testpmd, UCX (ucx_perftest) and libfabric (fi_pingpong) in the same run; speed and cost
+# (CPU, system calls, context switches) side by side. Run as root, gw-compare mounts tracefs
+# when it is missing (the system-call counts need it) and says so.
 #   usertools/gw-demo.sh [gw-compare options]     e.g. --quick, --rdma-vm, --profile
 # Writes $GW_BUILD_DIR/gw-compare/{index.html,results.json,results.csv} too.
 set -euo pipefail
