@@ -146,7 +146,7 @@ class Refs:
                     "gw-deps.sh)" % (tool, self.PACKAGES.get(tool, tool))
         self.cols = cols
         self.raw = {n: {} for n in cols}
-        self.pace = {}  # (column, workload) -> us per iteration seen: sizes the next run
+        self.pace = {}  # (column, workload) -> us per iteration seen: sizes fi_pingpong's next run
 
     def _ok(self, name):
         return name in self.cols and self.cols[name]["why"] is None
@@ -170,8 +170,8 @@ class Refs:
             if w.kind in ("lat", "bw", "rate"):
                 for n in ("ucx_perftest", "ucx_perftest-shm"):
                     if self._ok(n):
-                        jobs.append((n, lambda n=n: gwc_peers.run_ucx(
-                            ctx, n, w, secs, peer_s, self.pace.get((n, w.id)))))
+                        jobs.append((n, lambda n=n: gwc_peers.run_ucx(ctx, n, w, secs,
+                                                                      peer_s)))
             if w.kind == "lat" and self._ok("fi_pingpong"):
                 jobs.append(("fi_pingpong", lambda: gwc_peers.run_fi_pingpong(
                     ctx, w, secs, peer_s, self.pace.get(("fi_pingpong", w.id)))))
