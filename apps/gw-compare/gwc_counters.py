@@ -119,7 +119,8 @@ def ensure_tracefs():
         tried.append("`%s`: %s" % (" ".join(argv), err or "mounted, but %s has no "
                                    "events/raw_syscalls (kernel without "
                                    "CONFIG_FTRACE_SYSCALLS?)" % where))
-    _mount_failed = "gw-compare tried " + "; ".join(tried)
+    _mount_failed = "gw-compare tried %s; mount it where that is allowed (%s; in a container: " \
+        "on the host, or give it CAP_SYS_ADMIN)" % ("; ".join(tried), _MOUNT_HINT)
     return None
 
 
