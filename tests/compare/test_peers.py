@@ -101,20 +101,24 @@ def check_missing(fails):
 
 
 def check_tracefs(fails):
-    """Not root and no tracefs: nothing mounted, and the reason says what to run."""
-    tp, euid = gwc_counters._tracepoint_id, os.geteuid
-    gwc_counters._tracepoint_id, os.geteuid = (lambda name: None), (lambda: 1000)
-    try:
-        did = gwc_counters.ensure_tracefs()
-        c = gwc_counters.Counters(os.getpid())
-        why = c.why
-        c.close()
-    finally:
-        gwc_counters._tracepoint_id, os.geteuid = tp, euid
-        gwc_counters._mount_failed = None
-    if did is not None or "mount -t tracefs nodev /sys/kernel/tracing" not in (why or "") \
-            or "not root" not in why:
-        fails.append("tracefs as non-root: mounted %r, why %r" % (did, why))
+    """No tracefs, not root or mount(8) refused: nothing mounted, and the reason says what was
+    tried and what to run (mount(8) itself is never run here)."""
+    saved = gwc_counters._tracepoint_id, os.geteuid, gwc_counters._mount
+    for case, euid, want in (("non-root", 1000, "not root"),
+                             ("root, mount refused", 0, "tried `mount -t tracefs")):
+        gwc_counters._tracepoint_id, os.geteuid = (lambda name: None), (lambda: euid)
+        gwc_counters._mount = lambda argv: "permission denied"
+        try:
+            did = gwc_counters.ensure_tracefs()
+            c = gwc_counters.Counters(os.getpid())
+            why = c.why or ""
+            c.close()
+        finally:
+            gwc_counters._tracepoint_id, os.geteuid, gwc_counters._mount = saved
+            gwc_counters._mount_failed = None
+        if did is not None or "mount -t tracefs nodev /sys/kernel/tracing" not in why \
+                or want not in why:
+            fails.append("tracefs, %s: mounted %r, why %r" % (case, did, why))
 
 
 class _Ctx:
