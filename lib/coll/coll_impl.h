@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coll_task.h"
+#include "flight_recorder.h"
 #include "gw_coll.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
@@ -53,6 +54,25 @@ struct Communicator::Impl {
   /// progress thread serves the peers only between calls.
   DriveScope drive() { return DriveScope(group.transport().gate()); }
   bool background = false;  ///< this communicator asked for the transport's progress thread
+
+  // Flight recorder (coll_flight.cc): null when coll.flight_records is 0.
+  std::unique_ptr<coll::FlightRecorder> flight;
+  std::string flight_dir;
+  uint32_t flight_sigs = 0;       ///< SIGUSR1s seen (coll::flight_signals())
+  std::vector<int64_t> heard_ns;  ///< per peer: its last completion here (steady ns)
+  Status flight_init(int64_t records, std::string dir);
+  void flight_start(coll::Task& op);
+  /// Records op's end with `st` (once; later calls do nothing).
+  void flight_end(coll::Task& op, const Status& st);
+  /// The peers of `cs` were heard from now (one clock read per batch).
+  void flight_heard(std::span<const Completion> cs);
+  /// Writes this rank's dump (`trigger` says why). @return its path.
+  Result<std::string> flight_dump(const char* trigger);
+  /// A SIGUSR1 came since the last look: dump. Cheap when none did (one relaxed load).
+  void flight_poll() {
+    if (flight && coll::flight_signals() != flight_sigs) flight_on_signal();
+  }
+  void flight_on_signal();
 
   explicit Impl(Group& g);  // both out of line (coll_notice.cc), where Notices is complete
   ~Impl();

@@ -199,7 +199,8 @@ void Communicator::Impl::send_notice(int slot, const Notice& m) {
 }
 
 void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
-  if (broken.ok()) {
+  const bool first = broken.ok();
+  if (first) {
     broken = st;
     log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
     if (tell_peers && n > 1 && !notices->sent_failure) {
@@ -218,7 +219,13 @@ void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
     if (o.active && !o.done) {
       o.status = st;
       o.done = true;
+      flight_end(o, st);
     }
+  }
+  if (first && flight) {
+    (void)flight_dump(st.code() == Code::kTimeout   ? "timeout"
+                      : st.code() == Code::kAborted ? "abort"
+                                                    : "failure");
   }
 }
 

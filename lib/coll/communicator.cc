@@ -121,6 +121,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
   GW_RETURN_IF_ERROR(coll::notices_init(*impl));
+  GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
   // Peers are served while this rank computes between calls (transport.progress).
   if (Status st = group.transport().start_background(); !st.ok())
     return st.with_context("coll: transport progress thread");
@@ -145,6 +146,7 @@ std::string coll::where(const Desc& mine, int rank, int n) {
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
                                         const CallOptions& call) {
   abort_if_requested();
+  flight_poll();
   if (!broken.ok()) {
     return Status(broken.code(),
                   "coll: communicator unusable after an earlier error (destroy "
@@ -225,6 +227,7 @@ Status Communicator::Impl::finish_now(Task& op) {
 
 Result<CollHandle> Communicator::Impl::launch(Task& op) {
   CollHandle h{static_cast<uint32_t>(slot_of(op)), op.gen};
+  flight_start(op);
   Status st;
   if (op.engine == coll::Engine::kXchg) {  // set by the caller: alltoall(v), gather, scatter
     st = xchg_setup(op);
@@ -316,14 +319,15 @@ void Communicator::Impl::maybe_complete(Task& op) {
     if (op.engine == coll::Engine::kHier && op.phase < 3) return;
     op.done = true;
   }
-  if (!op.status.ok()) return;
+  if (!op.status.ok()) return flight_end(op, op.status);
   if (op.dev_out || op.stage_slot >= 0) {  // host-staged device call: results to the device
     if (Status st = coll::device_complete(*this, op); !st.ok()) {
       op.status = st;
       fail_all(st);
     }
-    return;
+    return flight_end(op, op.status);
   }
+  flight_end(op, op.status);
   // Fused bucket: hand every tensor its part of the reduced buffer.
   size_t off = 0;
   for (auto& t : op.bucket) {
@@ -362,6 +366,7 @@ void Communicator::Impl::dispatch(const Completion& c) {
                                                    std::to_string(c.len) +
                                                    "-byte message, longer than the receive buffer");
     op.done = true;
+    flight_end(op, op.status);
     return;
   }
   if (c.code != Code::kOk) {
@@ -439,12 +444,14 @@ Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc*
 
 Status Communicator::Impl::poll_once(Nanos wait) {
   abort_if_requested();
+  flight_poll();
   auto& cq = group.transport().cq();
   auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);
   if (!r.ok() && r.status().code() != Code::kTimeout) {
     fail_all(r.status().with_context("coll: transport failed"));
     return broken;
   }
+  if (r.ok()) flight_heard({comps.data(), *r});
   for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
   check_deadlines();
   return Status();
@@ -461,6 +468,7 @@ Status Communicator::wait(CollHandle h, Nanos timeout) {
   Deadline dl(timeout);
   for (;;) {
     if (op.done) {
+      im.flight_end(op, op.status);
       op.active = false;
       if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
       return op.status;

@@ -1,0 +1,84 @@
+// gw-doctor's model: every rank's flight record (lib/coll/flight_recorder.h) as read from its
+// dump, and the diagnosis drawn from all of them together.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gw::doctor {
+
+/// One call as a dump records it.
+struct Call {
+  uint64_t seq = 0;  ///< 0: point-to-point
+  std::string op, dtype, state;
+  uint64_t count = 0;
+  int root = 0;
+  double age_ms = 0;
+  std::vector<int> waiting_on;
+  /// "allreduce #5(count=1000 float32 root 0)": what a person compares.
+  std::string text() const;
+  /// The fields every rank must agree on (op, count, dtype, root).
+  std::string key() const;
+};
+
+struct Peer {
+  int rank = 0;
+  bool alive = true;
+  std::string error;
+  std::optional<double> heard_ms_ago;
+  uint32_t pending = 0;
+};
+
+/// One rank's dump.
+struct Rank {
+  std::string file;
+  int rank = 0, size = 0;
+  std::string trigger, broken;
+  int culprit = -1;
+  std::vector<int> waiting_on;
+  std::vector<Peer> peers;
+  std::vector<Call> calls;      ///< oldest first
+  uint64_t last_ok = 0;         ///< highest collective seq that finished ok
+  uint64_t last_seen = 0;       ///< highest collective seq started
+  const Call* current() const;  ///< the latest collective that did not finish ok, if any
+};
+
+/// Reads every gw-flight-*.json of `dir`. @return false with `err` naming the file.
+bool load_dir(const std::string& dir, std::vector<Rank>* out, std::string* err);
+
+struct Mismatch {
+  uint64_t seq = 0;
+  std::map<std::string, std::vector<int>> calls;  ///< call text -> ranks that made it
+  std::vector<int> odd;                           ///< ranks apart from the largest group
+};
+
+struct Waiter {
+  int rank = 0;
+  std::string call, state;
+  std::vector<int> on;       ///< peers it waits for
+  std::vector<int> blocked;  ///< where its chain of waits ends: ranks not waiting themselves
+};
+
+struct Diagnosis {
+  std::vector<int> missing;  ///< ranks below the size without a dump
+  uint64_t front = 0;        ///< the furthest seq any rank started
+  std::vector<int> behind;   ///< ranks that did not start `front`
+  std::vector<Mismatch> mismatches;
+  std::vector<Waiter> stuck;
+  bool problem() const {
+    return !missing.empty() || !behind.empty() || !mismatches.empty() || !stuck.empty();
+  }
+};
+
+Diagnosis diagnose(const std::vector<Rank>& ranks);
+/// The diagnosis in words, for a person.
+std::string report(const std::vector<Rank>& ranks, const Diagnosis& d);
+/// The same as JSON, for tools.
+nlohmann::json report_json(const std::vector<Rank>& ranks, const Diagnosis& d);
+
+}  // namespace gw::doctor
