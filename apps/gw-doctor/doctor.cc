@@ -37,7 +37,8 @@ std::vector<Mismatch> mismatches(const std::vector<Rank>& ranks, uint64_t front)
     std::map<std::string, std::vector<int>> by_key;
     for (const Rank& r : ranks) {
       const Call* c = find_seq(r, s);
-      if (!c) continue;
+      // A call refused by a broken communicator has no root: nothing to compare it on.
+      if (!c || (c->state == "refused" && c->rooted())) continue;
       by_key[c->key()].push_back(r.rank);
       m.calls[c->text()].push_back(r.rank);
     }
@@ -90,12 +91,15 @@ void chain_ends(std::vector<Waiter>& ws) {
 
 std::string Call::text() const {
   std::string s = op + " #" + std::to_string(seq) + "(count=" + std::to_string(count) + " " + dtype;
-  if (op == "broadcast" || op == "gather" || op == "scatter") s += " root " + std::to_string(root);
+  if (rooted() && root >= 0) s += " root " + std::to_string(root);
   return s + ")";
 }
 
+bool Call::rooted() const { return op == "broadcast" || op == "gather" || op == "scatter"; }
+
 std::string Call::key() const {
-  return op + "|" + std::to_string(count) + "|" + dtype + "|" + std::to_string(root);
+  return op + "|" + std::to_string(count) + "|" + dtype + "|" +
+         (rooted() ? std::to_string(root) : "");
 }
 
 const Call* Rank::current() const {

@@ -22,7 +22,8 @@ struct Call {
   std::vector<int> waiting_on;
   /// "allreduce #5(count=1000 float32 root 0)": what a person compares.
   std::string text() const;
-  /// The fields every rank must agree on (op, count, dtype, root).
+  bool rooted() const;  ///< broadcast, gather, scatter
+  /// The fields every rank must agree on (op, count, dtype, and root where there is one).
   std::string key() const;
 };
 

@@ -78,6 +78,24 @@ void Communicator::Impl::flight_end(coll::Task& op, const Status& st) {
   op.flight_id = 0;
 }
 
+void Communicator::Impl::flight_refused(coll::Kind kind, DataType dt, ReduceOp rop, size_t count) {
+  if (!flight || kind == coll::Kind::kSend || kind == coll::Kind::kRecv) return;
+  if (kind == coll::Kind::kReduceScatter || kind == coll::Kind::kAllgather)
+    count /= static_cast<size_t>(n);  // begin() has the whole vector, the record the block
+  coll::FlightEntry e;
+  e.seq = ++seq;  // the communicator is broken: only the records read this number
+  e.kind = static_cast<uint8_t>(kind);
+  e.dtype = static_cast<uint8_t>(dt);
+  e.rop = static_cast<uint8_t>(rop);
+  e.root = -1;
+  e.ranks = static_cast<uint32_t>(n);
+  e.count = count;
+  e.bytes = count * dtype_size(dt);
+  e.start_ns = static_cast<int64_t>(now_ns());
+  flight->end(flight->begin(e), coll::FlightState::kRefused, static_cast<uint8_t>(broken.code()), 0,
+              e.start_ns);
+}
+
 void Communicator::Impl::flight_heard(std::span<const Completion> cs) {
   if (!flight || cs.empty()) return;
   const auto t = static_cast<int64_t>(now_ns());

@@ -64,6 +64,8 @@ struct Communicator::Impl {
   void flight_start(coll::Task& op);
   /// Records op's end with `st` (once; later calls do nothing).
   void flight_end(coll::Task& op, const Status& st);
+  /// A call refused by a broken communicator (begin()'s arguments).
+  void flight_refused(coll::Kind kind, DataType dt, ReduceOp rop, size_t count);
   /// The peers of `cs` were heard from now (one clock read per batch).
   void flight_heard(std::span<const Completion> cs);
   /// Writes this rank's dump (`trigger` says why). @return its path.

@@ -148,6 +148,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   abort_if_requested();
   flight_poll();
   if (!broken.ok()) {
+    flight_refused(kind, dt, rop, count);
     return Status(broken.code(),
                   "coll: communicator unusable after an earlier error (destroy "
                   "it and its Group): " +

@@ -123,6 +123,8 @@ const char* flight_state_name(FlightState s) {
       return "timed_out";
     case FlightState::kAborted:
       return "aborted";
+    case FlightState::kRefused:
+      return "refused";
   }
   return "?";
 }

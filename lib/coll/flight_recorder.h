@@ -18,7 +18,9 @@
 
 namespace gw::coll {
 
-enum class FlightState : uint8_t { kRunning, kOk, kFailed, kTimedOut, kAborted };
+/// kRefused: called on a broken communicator (root unknown: -1); recorded so the call's
+/// sequence number still lines up with the other ranks'.
+enum class FlightState : uint8_t { kRunning, kOk, kFailed, kTimedOut, kAborted, kRefused };
 const char* flight_state_name(FlightState s);
 
 /// One call as recorded (plain data, copied in and out of the ring).
