@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gw-perf over DPDK memif (two processes: memif server and client) beside gw-perf over TCP
 # loopback in the same run, dpdk-testpmd on the same kind of memif pair, and memif goodput
-# under injected loss. Figures for docs/bench-dpdk.md.
+# under injected loss. Figures for BENCHMARKS.md; how to read them: docs/bench-dpdk.md.
 #   usertools/gw-dpdk-bench.sh [BUILD_DIR] [SECONDS] [SECTIONS] [ROUNDS]
 # Defaults: build, 2, "lat bw testpmd loss", 1. ROUNDS repeats the loss rows, interleaved
 # (lossless, 0.1 %, 1 %, 5 %, then again): on a busy 2-CPU machine one run of each swings.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (tests/fuzz, clang, ASan+UBSan) into build-fuzz and run each for a
 # bounded time. Fails if any target crashes, leaks, times out or trips a sanitizer.
-# Usage: usertools/gw-fuzz.sh [-t SECONDS] [-f SECONDS] [-n RUNS] [-o RESULTS.json] [TARGET...]
+# Usage: usertools/gw-fuzz.sh [-B] [-t SECONDS] [-f SECONDS] [-n RUNS] [-o RESULTS.json] [TARGET...]
+#   -B  set up and build only (gw-asan.sh builds its tests in the same ASan+UBSan build)
 #   -t  seconds per target (default 60; -max_total_time)
 #   -f  seconds per pure target (no socket or thread per input, 10^4-10^5 exec/s; default -t)
 #   -n  executions per target (libFuzzer -runs; default: no limit, the time decides)
@@ -11,18 +12,19 @@
 # the seeds in tests/fuzz/corpus/TARGET are only read. Logs: build-fuzz/fuzz-logs/TARGET.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-secs=60 fast="" runs=-1 out=""
+secs=60 fast="" runs=-1 out="" build_only=0
 # Targets that call the library's parsers directly: a few seconds is already ~10^5 inputs.
 pure="fuzz_address fuzz_rdma_msgs fuzz_store_core fuzz_store_client_core fuzz_ps_table"
 pure+=" fuzz_tcp_frames_core"
 pure+=" fuzz_coll_desc_core fuzz_ps_msgs_core fuzz_dpdk_frames_core"
-while getopts "t:f:n:o:" o; do
+while getopts "Bt:f:n:o:" o; do
   case $o in
+    B) build_only=1 ;;
     t) secs=$OPTARG ;;
     f) fast=$OPTARG ;;
     n) runs=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,11p' "$0"; exit 2 ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -39,10 +41,11 @@ if ! command -v clang++ >/dev/null || ! compgen -G "$fuzzer_rt" >/dev/null; then
 fi
 if [ ! -f "$dir/build.ninja" ]; then
   # -O1 and line tables only: clang with ASan+UBSan at -O2 -g compiles ~3x slower on 2 cores,
-  # and libFuzzer's own guidance is -O1 for fuzzing builds.
+  # and libFuzzer's own guidance is -O1 for fuzzing builds. Unity: half the CPU (gw-build.sh).
   CC=clang CXX=clang++ meson setup "$dir" -Dfuzz=true -Db_sanitize=address,undefined \
     -Db_lundef=false -Dbuildtype=plain -Doptimization=1 -Dcpp_args=-gline-tables-only \
-    -Dc_args=-gline-tables-only >/dev/null || { record fuzz-build FAIL; exit 1; }
+    -Dc_args=-gline-tables-only -Dunity="${GW_UNITY:-on}" -Dunity_size=8 >/dev/null ||
+    { record fuzz-build FAIL; exit 1; }
 fi
 all=$(cd tests/fuzz && ls fuzz_*.cc | sed 's/\.cc$//')
 [ -d /usr/include/dpdk ] || all=$(echo "$all" | grep -v dpdk)
@@ -50,6 +53,7 @@ targets=${*:-$all}
 # shellcheck disable=SC2086
 ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" $(printf 'tests/fuzz/%s ' $targets) ||
   { record fuzz-build FAIL; exit 1; }
+[ "$build_only" = 1 ] && exit 0
 mkdir -p "$dir/fuzz-logs"
 failed=0
 printf '%-20s %12s %10s %s\n' target executions exec/s result

@@ -7,7 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=${GW_TSAN_BUILD_DIR:-build-tsan}
 if [ ! -f "$dir/build.ninja" ]; then
-  meson setup "$dir" -Db_sanitize=thread -Db_lundef=false >/dev/null ||
+  meson setup "$dir" -Db_sanitize=thread -Db_lundef=false -Dunity="${GW_UNITY:-on}" \
+    -Dunity_size=8 >/dev/null ||
     { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
 fi
 # Only what the four suites run (their tests and the two apps of their smoke tests), not the

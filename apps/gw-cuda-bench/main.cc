@@ -52,7 +52,7 @@ int kernels(size_t bytes, int iters) {
       const size_t n = bytes / dtype_size(dt);
       Status st;
       const double t = time_it(iters, ops, s->get(), [&] {
-        st = coll::device_reduce()(dt, op, d->get(), a->get(), b->get(), n, 3, s->get());
+        st = ops->reduce(dt, op, d->get(), a->get(), b->get(), n, 3, s->get());
       });
       if (!st.ok()) {
         std::fprintf(stderr, "gw-cuda-bench: %s\n", st.to_string().c_str());

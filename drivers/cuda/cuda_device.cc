@@ -9,6 +9,7 @@
 
 #include <mutex>
 
+#include "cuda_reduce.h"
 #include "cuda_status.h"
 #include "gw_device.h"
 #include "log.h"
@@ -39,6 +40,11 @@ class CudaDeviceOps final : public DeviceOps {
   Result<bool> query(DeviceEvent e) override;
   Status synchronize(DeviceStream s) override;
   Result<DmaBuf> export_dmabuf(void* addr, size_t length) override;
+  bool can_reduce() const override { return true; }
+  Status reduce(DataType dt, ReduceOp op, void* dst, const void* a, const void* b, size_t count,
+                uint32_t divisor, DeviceStream s) override {
+    return launch_reduce(dt, op, dst, a, b, count, divisor, s);
+  }
 
  private:
   std::once_flag once_;

@@ -1,14 +1,14 @@
 /// @file cuda_reduce.h
 /// Launcher of the CUDA reduction kernels (cuda_reduce.cu), plain C++ so that host code and
-/// tests include it without CUDA headers. Registered into lib/coll as its device reducer.
+/// tests include it without CUDA headers. The device table's reduce() (cuda_device.cc).
 /// Thread-safety: as the CUDA runtime (any thread; streams order the work).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "gw_coll_types.h"
 #include "gw_device.h"
+#include "gw_dtypes.h"
 #include "gw_status.h"
 
 namespace gw::drv::cuda {

@@ -100,7 +100,7 @@ DmabufRange dmabuf_range(uint64_t addr, size_t len, uint64_t page) {
 
 namespace {
 
-std::string describe(const void* addr, size_t len) {
+std::string describe_gpu(const void* addr, size_t len) {
   char b[64];
   std::snprintf(b, sizeof b, "%p, %zu bytes of CUDA memory", addr, len);
   return b;
@@ -116,7 +116,7 @@ Status verbs_error(const std::string& what, int err) {
 
 Result<ibv_mr*> register_cuda(ibv_pd* pd, const GpuPath& path, void* addr, size_t len, int access,
                               const std::string& dev) {
-  const std::string what = describe(addr, len) + " on " + dev;
+  const std::string what = describe_gpu(addr, len) + " on " + dev;
   auto a = reinterpret_cast<uintptr_t>(addr);
   if (addr == nullptr || len == 0 || a + len < a) {
     return Status(Code::kInvalidArgument,

@@ -86,7 +86,7 @@ class TcpTransport final : public Transport {
   /// socket program would) instead of asking epoll first.
   /// After kUnwatchAfter such polls in a row with nothing to send, the streams also leave the
   /// epoll set: an arriving packet then no longer runs epoll's callback under its lock (busy
-  /// ping-pong 3-4 % faster, BENCHMARKS.md). They rejoin before any sleep (a progress with a
+  /// ping-pong 3-4 % faster, docs/bench-tcp.md). They rejoin before any sleep (a progress with a
   /// timeout, or wait_fd(), as the rdma driver arms its channel there) and any send.
   Result<size_t> progress(std::span<Completion> out, int timeout_ms = 0);
   static constexpr size_t kDirectStreams = 2;

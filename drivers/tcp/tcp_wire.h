@@ -43,7 +43,7 @@ struct FrameHeader {
   uint64_t offset;
   // Zero, ignored. With a 48-byte header (version 1) the payload started 48 bytes into a
   // cache line of the kernel's socket buffer and the sender's copy into it was slow (64 KiB
-  // ping-pong 22.0 us; 15.3 us with 64 bytes, BENCHMARKS.md).
+  // ping-pong 22.0 us; 15.3 us with 64 bytes, docs/bench-tcp.md).
   uint64_t pad[2];
 };
 static_assert(sizeof(FrameHeader) == 64);

@@ -147,9 +147,10 @@ Result<Fd> connect_retry(const std::string& host, uint16_t port, const auth::Key
 
 /// Thread-safety: any number of threads; each request takes a connection of its own from the
 /// pool (mu_ guards only the pool).
-class Client final : public Store {
+// Not `Client`: tcp_store_core.h has the server's store::Client (one name, one definition).
+class TcpClient final : public Store {
  public:
-  Client(std::string host, uint16_t port, Nanos io_timeout, auth::KeyPtr key, StoreIdentity who)
+  TcpClient(std::string host, uint16_t port, Nanos io_timeout, auth::KeyPtr key, StoreIdentity who)
       : host_(std::move(host)),
         port_(port),
         name_("tcp store " + host_port(host_, port)),
@@ -157,7 +158,7 @@ class Client final : public Store {
         io_timeout_(io_timeout),
         key_(std::move(key)),
         who_(who) {}
-  ~Client() override {
+  ~TcpClient() override {
     if (!session_.valid()) return;
     send_bye(session_.get());
     std::lock_guard lock(sessions().mu);
@@ -379,7 +380,7 @@ Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16
   GW_ASSIGN_OR_RETURN(Fd fd, connect_retry(host, port, key, timeout));
   log::get("gw.store")->debug("connected to tcp store {}", host_port(host, port));
   Nanos io_timeout = store::bounded(Millis(std::min<int64_t>(io_ms, 86'400'000)));
-  auto client = std::make_shared<Client>(host, port, io_timeout, std::move(key), who);
+  auto client = std::make_shared<TcpClient>(host, port, io_timeout, std::move(key), who);
   GW_RETURN_IF_ERROR(client->start(std::move(fd)));
   return std::shared_ptr<Store>(std::move(client));
 }

@@ -1,6 +1,6 @@
 /// @file coll_device.h
-/// Collectives on device (CUDA) buffers. The reduction kernels come from a GPU driver that
-/// registers them at load time (drivers/cuda), so lib/coll never links CUDA. The transfers go
+/// Collectives on device (CUDA) buffers. The reduction kernels come with the GPU driver's device
+/// table (DeviceOps::reduce, drivers/cuda), so lib/coll never links CUDA. The transfers go
 /// through the Group's transport, which moves device memory itself (GPUDirect) or stages it
 /// through pinned host memory (gw_staging.h), and logs which.
 /// Thread-safety: as Communicator (one thread at a time).
@@ -17,14 +17,7 @@ namespace gw::coll {
 
 struct Task;
 
-/// dst = a op b on the device, asynchronously on `stream`; same bytes as reduce().
-using DeviceReduceFn = Status (*)(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
-                                  size_t count, uint32_t divisor, DeviceStream stream);
-/// Installs the device reducer (a GPU driver at load time). @return the previous one.
-DeviceReduceFn set_device_reduce(DeviceReduceFn fn);
-/// The device reducer; null when no GPU driver registered one (see device_reduce_status()).
-DeviceReduceFn device_reduce();
-/// OK when device_reduce() is set, else NotSupported naming why.
+/// OK when the device table has reduction kernels (DeviceOps::can_reduce), else why not.
 Status device_reduce_status();
 
 /// Whether `p` is device memory (false without a usable GPU).

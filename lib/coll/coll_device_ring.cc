@@ -62,7 +62,6 @@ class DeviceRing {
   uint8_t* rs_out_;  // reduce-scatter: this rank's block (null: allreduce)
   int rot_;          // segment shift of the reduce-scatter phase
   DeviceOps* ops_ = nullptr;
-  DeviceReduceFn reduce_ = nullptr;
   DeviceCache* cache_ = nullptr;
   uint8_t* work_ = nullptr;
   // In the Task, not here: after a failure requests stay posted with them (the communicator
@@ -115,7 +114,6 @@ bool DeviceRing::dep_done(uint32_t u) const {
 Status DeviceRing::setup(const void* send, void* recv) {
   GW_ASSIGN_OR_RETURN(ops_, device_ops());
   GW_RETURN_IF_ERROR(device_reduce_status());
-  reduce_ = device_reduce();
   thread_local DeviceCache cache;
   cache_ = &cache;
   if (!cache.stream.get()) {
@@ -264,7 +262,7 @@ Status DeviceRing::on_completion(const Completion& c) {
   const uint8_t* in =
       static_cast<const uint8_t*>(cache_->scratch.get()) + size_t{u % depth_} * chunk_ * op_.es;
   DeviceStream s = cache_->stream.get();
-  GW_RETURN_IF_ERROR(reduce_(op_.dt, op_.rop, dst, in, local, io.len, div, s));
+  GW_RETURN_IF_ERROR(ops_->reduce(op_.dt, op_.rop, dst, in, local, io.len, div, s));
   GW_RETURN_IF_ERROR(ops_->record(cache_->events[u % depth_], s));
   reducing_.push_back(u);
   return Status();

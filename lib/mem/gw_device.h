@@ -2,6 +2,7 @@
 /// Accelerator memory behind a small operations table. A GPU driver (drivers/cuda) fills the
 /// table when the library loads (GW_REGISTER_DEVICE_OPS), so the core libraries never link
 /// CUDA and a build without it still works: device_ops() then says why there is no device.
+/// The table also carries the device's reduction kernels (reduce()), which lib/coll calls.
 /// Streams and events are opaque handles (cudaStream_t / cudaEvent_t for CUDA).
 /// Thread-safety: the table's functions may be called from any thread, as the CUDA runtime's;
 /// the RAII owners below are not shared between threads.
@@ -12,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "gw_dtypes.h"
 #include "gw_memory.h"
 #include "gw_status.h"
 
@@ -82,6 +84,16 @@ class DeviceOps {
   /// dma-buf of device memory, for GPUDirect RDMA registration (ibv_reg_dmabuf_mr).
   /// @return NotSupported (driver or kernel without dma-buf), InvalidArgument.
   virtual Result<DmaBuf> export_dmabuf(void* addr, size_t length) = 0;
+  /// Whether reduce() has kernels (the collectives on device buffers need them).
+  virtual bool can_reduce() const { return false; }
+  /// dst = a op b for `count` elements, asynchronously on `s`; the same bytes as the host
+  /// kernels (gw::coll::reduce), dst may alias a or b exactly, `divisor` as there.
+  /// @return NotSupported (no kernels), InvalidArgument, the launch error.
+  virtual Status reduce(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
+                        size_t count, uint32_t divisor, DeviceStream s) {
+    (void)dt, (void)op, (void)dst, (void)a, (void)b, (void)count, (void)divisor, (void)s;
+    return Status(Code::kNotSupported, std::string(name()) + " has no reduction kernels");
+  }
 };
 
 /// Installs the table of a driver (called at load time by GW_REGISTER_DEVICE_OPS); a test may

@@ -5,12 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
 #include "gw_store.h"
 
 namespace gw::test {
+
+/// A wait only reached when a test is broken.
+inline constexpr Nanos kLong = std::chrono::seconds(20);
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with its files on destruction.
 class TempDir {

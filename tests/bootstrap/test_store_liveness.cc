@@ -13,6 +13,7 @@
 
 #include "child_rank.h"
 #include "gw_store.h"
+#include "store_test_util.h"
 
 namespace gw {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::ChildRank;
 
-constexpr Nanos kLong = 20s;
+using test::kLong;
 
 Result<std::shared_ptr<Store>> connect_as(uint16_t port, int rank) {
   return connect_tcp_store("127.0.0.1", port, kLong, StoreIdentity{rank, 0});

@@ -18,7 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr Nanos kLong = 20s;
+using test::kLong;
 
 std::shared_ptr<Store> connect_or_die(uint16_t port) {
   auto s = connect_tcp_store("127.0.0.1", port, kLong);

@@ -4,8 +4,6 @@
 namespace gw::conformance {
 namespace {
 
-size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
-
 // Polls `g` until `want` completions (or an endpoint error when want == 0) or 10 s.
 std::vector<Completion> pump(Group& g, size_t want, bool until_endpoint_error = false) {
   std::vector<Completion> seen;

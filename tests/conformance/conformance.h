@@ -100,6 +100,9 @@ struct Req {
 };
 
 /// Bytes after a receive's capacity that must never be written.
+/// How many requests a post_* call took (0 on error: the test's own check then fails).
+inline size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
+
 inline constexpr size_t kGuard = 64;
 inline constexpr uint8_t kGuardByte = 0xA5;
 

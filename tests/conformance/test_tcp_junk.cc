@@ -169,7 +169,9 @@ class TcpJunk : public ::testing::TestWithParam<std::tuple<TransportCase, JunkCa
 };
 
 TEST_P(TcpJunk, OnlyThatConnectionErrors) {
-  const auto& [tc, junk] = GetParam();
+  // Not a structured binding: clang 14 cannot capture one in the lambdas below.
+  const TransportCase& tc = std::get<0>(GetParam());
+  const JunkCase& junk = std::get<1>(GetParam());
   Rig r;
   make_rig(tc, r);
   if (HasFatalFailure()) return;

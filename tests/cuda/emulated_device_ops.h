@@ -6,9 +6,10 @@
 ///    through a second, read-write view of the same pages.
 ///  - copy_async() only queues the copy; it happens when a later query() of an event recorded
 ///    after it runs, and only on the `lag`-th query, so "not ready yet" is exercised.
-///  - reduce_async() queues lib/coll's CPU kernels on the read-write views the same way: the
-///    device reducer of the collectives (ScopedEmulatedReduce), same bytes as the CUDA kernels
-///    (test_reduce_ops.cc checks those against the CPU kernels).
+///  - reduce() queues lib/coll's CPU kernels on the read-write views the same way (the device
+///    collectives' kernels; same bytes as the CUDA kernels, which test_reduce_ops.cc checks
+///    against the CPU ones). A table made with `reduce = false` has none, as a GPU build
+///    without kernels.
 /// Thread-safety: all calls under one mutex (ranks as threads share the table).
 #pragma once
 
@@ -23,7 +24,6 @@
 #include <memory>
 #include <mutex>
 
-#include "coll_device.h"
 #include "gw_device.h"
 #include "reduce_kernels.h"
 
@@ -31,7 +31,7 @@ namespace gw::cuda_test {
 
 class EmulatedDeviceOps final : public DeviceOps {
  public:
-  explicit EmulatedDeviceOps(int lag = 2) : lag_(lag) {}
+  explicit EmulatedDeviceOps(int lag = 2, bool reduce = true) : lag_(lag), can_reduce_(reduce) {}
   ~EmulatedDeviceOps() override {
     for (auto& [p, a] : dev_) unmap(a, p);
   }
@@ -112,9 +112,11 @@ class EmulatedDeviceOps final : public DeviceOps {
     st->q.push_back(Copy{d, from, n, ++st->issued, {}});
     return Status();
   }
+  bool can_reduce() const override { return can_reduce_; }
   /// dst = a op b, queued on s like a kernel launch.
-  Status reduce_async(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
-                      size_t count, uint32_t div, DeviceStream s) {
+  Status reduce(DataType dt, ReduceOp op, void* dst, const void* a, const void* b, size_t count,
+                uint32_t div, DeviceStream s) override {
+    if (!can_reduce_) return DeviceOps::reduce(dt, op, dst, a, b, count, div, s);
     std::lock_guard lk(mu_);
     const size_t n = count * dtype_size(dt);
     uint8_t* d = resolve(dst, n);
@@ -228,33 +230,7 @@ class EmulatedDeviceOps final : public DeviceOps {
   Stream default_stream_;
   int pinned_allocs_ = 0;
   std::atomic<int> reductions_{0};
-};
-
-/// The emulated table whose reduce_async() the device reducer below calls.
-inline std::atomic<EmulatedDeviceOps*> g_emulated{nullptr};
-
-inline Status emulated_reduce(DataType dt, ReduceOp op, void* dst, const void* a, const void* b,
-                              size_t count, uint32_t div, DeviceStream s) {
-  return g_emulated.load()->reduce_async(dt, op, dst, a, b, count, div, s);
-}
-
-/// Makes `ops` the device and its reduce_async() the collectives' device reducer, for the
-/// lifetime of the object (restoring both after).
-class ScopedEmulatedReduce {
- public:
-  explicit ScopedEmulatedReduce(EmulatedDeviceOps* ops)
-      : prev_ops_(set_device_ops(ops)), prev_(coll::set_device_reduce(emulated_reduce)) {
-    g_emulated = ops;
-  }
-  ~ScopedEmulatedReduce() {
-    coll::set_device_reduce(prev_);
-    set_device_ops(prev_ops_);
-    g_emulated = nullptr;
-  }
-
- private:
-  DeviceOps* prev_ops_;
-  coll::DeviceReduceFn prev_;
+  const bool can_reduce_;
 };
 
 /// Installs a table for the lifetime of the object, restoring the previous one after.

@@ -19,11 +19,11 @@ namespace gw::cuda_test {
 namespace {
 
 // Skips the test (with the reason) unless a GPU and the CUDA kernels are there.
-#define GW_REQUIRE_GPU()                                                                  \
-  do {                                                                                    \
-    auto gw_ops_ = device_ops();                                                          \
-    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();                      \
-    if (!coll::device_reduce()) GTEST_SKIP() << coll::device_reduce_status().to_string(); \
+#define GW_REQUIRE_GPU()                                                             \
+  do {                                                                               \
+    auto gw_ops_ = device_ops();                                                     \
+    if (!gw_ops_.ok()) GTEST_SKIP() << gw_ops_.status().to_string();                 \
+    if (!gw_ops_.value()->can_reduce()) GTEST_SKIP() << "no CUDA reduction kernels"; \
   } while (0)
 
 DeviceOps* ops() { return device_ops().value(); }
@@ -55,8 +55,8 @@ TEST_P(Kernels, SameBytesAsTheCpuKernels) {
           if (div && rop != ReduceOp::kAvg) continue;
           std::vector<uint8_t> want(n * es);
           coll::reduce(dt, rop, want.data(), a.data(), b.data(), n, div);
-          Status st = coll::device_reduce()(dt, rop, dd.get() + off * es, da.get() + off * es,
-                                            db.get() + off * es, n, div, stream->get());
+          Status st = ops()->reduce(dt, rop, dd.get() + off * es, da.get() + off * es,
+                                    db.get() + off * es, n, div, stream->get());
           ASSERT_TRUE(st.ok()) << st.to_string();
           ASSERT_TRUE(ops()->synchronize(stream->get()).ok());
           auto all = dd.read();
@@ -69,9 +69,9 @@ TEST_P(Kernels, SameBytesAsTheCpuKernels) {
       // In place (dst == a), as the allreduce uses it.
       std::vector<uint8_t> want(n * es);
       coll::reduce(dt, ReduceOp::kSum, want.data(), a.data(), b.data(), n, 0);
-      ASSERT_TRUE(coll::device_reduce()(dt, ReduceOp::kSum, da.get() + off * es,
-                                        da.get() + off * es, db.get() + off * es, n, 0,
-                                        stream->get())
+      ASSERT_TRUE(ops()
+                      ->reduce(dt, ReduceOp::kSum, da.get() + off * es, da.get() + off * es,
+                               db.get() + off * es, n, 0, stream->get())
                       .ok());
       ASSERT_TRUE(ops()->synchronize(stream->get()).ok());
       auto all = da.read();

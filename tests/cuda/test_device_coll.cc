@@ -18,7 +18,7 @@ namespace {
 class DeviceColl : public ::testing::TestWithParam<int> {
  protected:
   EmulatedDeviceOps ops_{2};
-  ScopedEmulatedReduce scope_{&ops_};
+  ScopedDeviceOps scope_{&ops_};
 };
 
 TEST_P(DeviceColl, Allreduce) {
@@ -64,21 +64,19 @@ TEST(StagingPair, DeviceMessages) {
 
 TEST(DevicePs, PushPullBsp) {
   EmulatedDeviceOps ops(2);
-  ScopedEmulatedReduce scope(&ops);
+  ScopedDeviceOps scope(&ops);
   device_ps_case(&ops);
 }
 
 TEST(DeviceCollNoReducer, SaysWhy) {
-  EmulatedDeviceOps ops;
+  EmulatedDeviceOps ops(2, /*reduce=*/false);
   ScopedDeviceOps scope(&ops);
-  auto prev = coll::set_device_reduce(nullptr);
   coll_test::run_ranks(2, device_opts(), [&](int, std::unique_ptr<coll_test::Rank>& rk) {
     DevMem a(&ops, 8000), b(&ops, 4000);
     Status st =
         rk->comm->reduce_scatter(a.get(), b.get(), 1000, DataType::kFloat32, ReduceOp::kSum);
     EXPECT_EQ(st.code(), Code::kNotSupported) << st.to_string();
   });
-  coll::set_device_reduce(prev);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 namespace gw::nccltest {
 namespace {
 
-constexpr int kWaitMs = 30'000;
+constexpr int kBenchWaitMs = 30'000;
 
 uint64_t ns_now() {
   using namespace std::chrono;
@@ -68,15 +68,15 @@ void bench_lat(Net& net, Mesh& m, const Ctx& ctx) {
       if (me == 0) {
         void* r = must_recv(net, m.recv[peer], rx.data(), size, 1, rmh);
         void* s = must_send(net, m.send[peer], tx.data(), size, 1, tmh);
-        CHECK(wait(net, r, nullptr, true, kWaitMs) == ncclSuccess, "pong");
-        CHECK(wait(net, s, nullptr, true, kWaitMs) == ncclSuccess, "ping send");
+        CHECK(wait(net, r, nullptr, true, kBenchWaitMs) == ncclSuccess, "pong");
+        CHECK(wait(net, s, nullptr, true, kBenchWaitMs) == ncclSuccess, "ping send");
         if (i >= warm) rtt.push_back(ns_now() - t0);
       } else {
-        CHECK(wait(net, next, nullptr, true, kWaitMs) == ncclSuccess, "ping");
+        CHECK(wait(net, next, nullptr, true, kBenchWaitMs) == ncclSuccess, "ping");
         next =
             i + 1 < warm + iters ? must_recv(net, m.recv[peer], rx.data(), size, 1, rmh) : nullptr;
         void* s = must_send(net, m.send[peer], tx.data(), size, 1, tmh);
-        CHECK(wait(net, s, nullptr, true, kWaitMs) == ncclSuccess, "pong send");
+        CHECK(wait(net, s, nullptr, true, kBenchWaitMs) == ncclSuccess, "pong send");
       }
     }
     if (me == 0) {
@@ -96,7 +96,7 @@ void bench_lat(Net& net, Mesh& m, const Ctx& ctx) {
   CHECK(net.dereg_mr(m.send[peer], tmh) == ncclSuccess &&
             net.dereg_mr(m.recv[peer], rmh) == ncclSuccess,
         "deregMr");
-  barrier(ctx.dir, "lat-done", me, ctx.ranks, kWaitMs);
+  barrier(ctx.dir, "lat-done", me, ctx.ranks, kBenchWaitMs);
 }
 
 void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
@@ -156,10 +156,10 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
     // Rank 1 acknowledges the last byte: rank 0's clock stops when everything arrived.
     if (me == 1) {
       void* r = must_send(net, m.send[peer], &ack, 1, 9, nullptr);
-      CHECK(wait(net, r, nullptr, true, kWaitMs) == ncclSuccess, "ack");
+      CHECK(wait(net, r, nullptr, true, kBenchWaitMs) == ncclSuccess, "ack");
     } else {
       void* r = must_recv(net, m.recv[peer], &ack, 1, 9, nullptr);
-      CHECK(wait(net, r, nullptr, true, kWaitMs) == ncclSuccess, "ack");
+      CHECK(wait(net, r, nullptr, true, kBenchWaitMs) == ncclSuccess, "ack");
       double s = static_cast<double>(ns_now() - t0) * 1e-9;
       double mb = static_cast<double>(size) * iters / (1024.0 * 1024.0);
       std::printf(" %-10zu %-14d %18.2f %17.6f\n", size, iters, mb / s, iters / s * 1e-6);
@@ -167,7 +167,7 @@ void bench_bw(Net& net, Mesh& m, const Ctx& ctx) {
     }
   }
   CHECK(net.dereg_mr(comm, mh) == ncclSuccess, "deregMr");
-  barrier(ctx.dir, "bw-done", me, ctx.ranks, kWaitMs);
+  barrier(ctx.dir, "bw-done", me, ctx.ranks, kBenchWaitMs);
 }
 
 }  // namespace gw::nccltest

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # User-space instructions of the 2-byte latency path, gradwire against perftest, counted by
-# callgrind inside the soft-RoCE VM (docs/bench-rdma.md, fifth session):
+# callgrind inside the soft-RoCE VM (docs/bench-rdma.md, "The scripts"):
 #   usertools/gw-rxe-vm.sh --timeout 900 -- tests/rdma/callgrind_in_vm.sh [BUILD_DIR] [SIZE]
 # Prints, per process, the inclusive instruction counts and call counts of the data-path
 # functions (divide by the iterations, 1000 plus gw-perf's warm-up, for a per-message cost).

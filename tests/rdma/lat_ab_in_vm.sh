@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Latency A/B inside one soft-RoCE VM boot: each round runs ib_send_lat, then `gw-perf lat
-# --busy` from every build dir given, at 2 B and 4 KiB (docs/bench-rdma.md, fifth session):
+# --busy` from every build dir given, at 2 B and 4 KiB (docs/bench-rdma.md, "Latency: the bracketed A/A method"):
 #   usertools/gw-rxe-vm.sh --timeout 1500 -- tests/rdma/lat_ab_in_vm.sh ROUNDS BUILD... >LOG
 #   tests/rdma/lat_ab_summary.py LOG
 # Build dirs must be readable at the same path inside the VM (the host's root is).

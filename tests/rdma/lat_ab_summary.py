@@ -6,7 +6,7 @@ the reference of a round is the geometric mean of its two ib_send_lat runs, one 
 after the builds: the position in a round alone moves a run by up to 1.2x. Several LOGs (one
 per VM boot) are pooled: a round is (log, round number).
 
-Two more lines per label say what the noise allows (docs/bench-rdma.md, eighth session):
+Two more lines per label say what the noise allows (docs/bench-rdma.md, "Latency: the bracketed A/A method"):
 - ci: a bootstrap 95 % interval (rounds resampled, fixed seed) of the median ratio;
 - q10: the 10th percentile of t_typical over the rounds against the reference runs' own
   10th percentile, with its bootstrap interval. Under TCG a whole run is either fast or up to

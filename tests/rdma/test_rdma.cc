@@ -17,8 +17,6 @@
 namespace gw::conformance {
 namespace {
 
-size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
-
 const TransportCase kRxeSmallCache{"rxe_cache4", "rdma", "rdma:dev=rxe0,reg_cache_entries=4"};
 
 void run_and_verify(Exchange& x) {

@@ -22,8 +22,6 @@ const TransportCase kStagedQps2{
     "rdma:dev=rxe0,gpu=staging,staging_chunk_bytes=8192,staging_slots=3,qps_per_conn=2,"
     "min_stripe_bytes=16384"};
 
-size_t taken(const Result<size_t>& r) { return r.ok() ? *r : 0; }
-
 // A buffer in host or (emulated) device memory, with guard bytes after `len`.
 struct Buf {
   EmulatedDeviceOps* ops = nullptr;
