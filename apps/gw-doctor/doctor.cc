@@ -3,6 +3,7 @@
 #include "doctor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -108,8 +109,9 @@ const Call* Rank::current() const {
   return nullptr;
 }
 
-Diagnosis diagnose(const std::vector<Rank>& ranks) {
+Diagnosis diagnose(const std::vector<Rank>& ranks, const Live* live) {
   Diagnosis d;
+  const double min_age = live ? live->min_age_ms : 0;
   int size = 0;
   std::set<int> have;
   for (const Rank& r : ranks) {
@@ -117,14 +119,25 @@ Diagnosis diagnose(const std::vector<Rank>& ranks) {
     have.insert(r.rank);
     d.front = std::max(d.front, r.last_seen);
   }
+  if (live) {
+    d.live = true;
+    d.silent = live->silent;
+    for (const Silent& s : live->silent) have.insert(s.rank);
+  }
   for (int r = 0; r < size; ++r)
     if (!have.count(r)) d.missing.push_back(r);
+  // Live: a rank is behind only once the ranks ahead have waited in the next call a while.
+  bool front_old = !live;
+  for (const Rank& r : ranks) {
+    const Call* c = find_seq(r, d.front);
+    if (c && (c->state != "running" || c->age_ms >= min_age)) front_old = true;
+  }
   for (const Rank& r : ranks)
-    if (r.last_seen < d.front) d.behind.push_back(r.rank);
+    if (r.last_seen < d.front && front_old) d.behind.push_back(r.rank);
   d.mismatches = mismatches(ranks, d.front);
   for (const Rank& r : ranks) {
     const Call* c = r.current();
-    if (!c) continue;
+    if (!c || (c->state == "running" && c->age_ms < min_age)) continue;
     Waiter w{r.rank, c->text(), c->state, {}};
     std::set<int> on(r.waiting_on.begin(), r.waiting_on.end());
     on.insert(c->waiting_on.begin(), c->waiting_on.end());
@@ -145,10 +158,17 @@ std::string report(const std::vector<Rank>& ranks, const Diagnosis& d) {
     const Call* c = r.current();
     o += c ? "; in " + c->text() + ", " + c->state + " after " + ms_text(c->age_ms)
            : "; nothing in flight";
-    o += " [dump: " + r.trigger + "]\n";
+    o += r.trigger == "health" ? "\n" : " [dump: " + r.trigger + "]\n";
     if (!r.broken.empty()) o += "  broken: " + r.broken + "\n";
   }
-  if (!d.missing.empty()) o += "MISSING: no dump from " + ranks_text(d.missing) + "\n";
+  for (const Silent& s : d.silent)
+    o += "NOT ANSWERING: rank " + std::to_string(s.rank) + ": " + s.why + "\n";
+  if (!d.missing.empty() && d.live) {
+    o += "NOT HERE: no health socket of " + ranks_text(d.missing) +
+         " on this host (another host's, or gone: see their peers' view)\n";
+  } else if (!d.missing.empty()) {
+    o += "MISSING: no dump from " + ranks_text(d.missing) + "\n";
+  }
   for (int b : d.behind) {
     const Rank& r = *std::find_if(ranks.begin(), ranks.end(), [&](auto& x) { return x.rank == b; });
     std::string next = "#" + std::to_string(r.last_seen + 1);
@@ -178,7 +198,10 @@ std::string report(const std::vector<Rank>& ranks, const Diagnosis& d) {
     if (!w.blocked.empty() && w.blocked != w.on) o += "; blocked by " + ranks_text(w.blocked);
     o += "\n";
   }
-  if (!d.problem())
+  if (!d.problem() && d.live)
+    o +=
+        "OK: the " + std::to_string(ranks.size()) + " ranks here answer, agree and none is stuck\n";
+  else if (!d.problem())
     o += "OK: all " + std::to_string(ranks.size()) + " ranks agree and none is stuck\n";
   return o;
 }
@@ -200,6 +223,9 @@ json report_json(const std::vector<Rank>& ranks, const Diagnosis& d) {
                           {"broken", r.broken.empty() ? json(nullptr) : json(r.broken)}});
   }
   j["missing"] = d.missing;
+  j["not_answering"] = json::array();
+  for (const Silent& s : d.silent)
+    j["not_answering"].push_back({{"rank", s.rank}, {"pid", s.pid}, {"why", s.why}});
   j["behind"] = d.behind;
   j["mismatches"] = json::array();
   for (const Mismatch& m : d.mismatches)
@@ -212,6 +238,31 @@ json report_json(const std::vector<Rank>& ranks, const Diagnosis& d) {
                             {"on", w.on},
                             {"blocked_by", w.blocked}});
   return j;
+}
+
+std::string prometheus(const Job& j) {
+  std::string o;
+  std::set<std::string> typed;
+  auto metric = [&](const std::string& name, const Rank& r, uint64_t v) {
+    std::string m = "gradwire_" + name;
+    for (char& ch : m)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    if (typed.insert(m).second) o += "# TYPE " + m + " gauge\n";
+    o += m + "{job=\"" + j.id + "\",rank=\"" + std::to_string(r.rank) + "\"} " + std::to_string(v) +
+         "\n";
+  };
+  for (const Rank& r : j.ranks) {
+    metric("last_finished_seq", r, r.last_ok);
+    metric("last_started_seq", r, r.last_seen);
+    metric("broken", r, r.broken.empty() ? 0 : 1);
+    for (const auto& [k, v] : r.counters) metric(k, r, v);
+  }
+  for (const Silent& s : j.silent) {
+    const std::string m = "gradwire_not_answering";
+    if (typed.insert(m).second) o += "# TYPE " + m + " gauge\n";
+    o += m + "{job=\"" + j.id + "\",rank=\"" + std::to_string(s.rank) + "\"} 1\n";
+  }
+  return o;
 }
 
 }  // namespace gw::doctor

@@ -35,15 +35,16 @@ struct Peer {
   uint32_t pending = 0;
 };
 
-/// One rank's dump.
+/// One rank's dump (or health answer).
 struct Rank {
-  std::string file;
-  int rank = 0, size = 0;
+  std::string file;  ///< the dump, or "@<socket>" of a health answer
+  int rank = 0, size = 0, pid = 0;
   std::string trigger, broken;
   int culprit = -1;
   std::vector<int> waiting_on;
   std::vector<Peer> peers;
-  std::vector<Call> calls;      ///< oldest first
+  std::vector<Call> calls;                                 ///< oldest first
+  std::vector<std::pair<std::string, uint64_t>> counters;  ///< the transport's (health)
   uint64_t last_ok = 0;         ///< highest collective seq that finished ok
   uint64_t last_seen = 0;       ///< highest collective seq started
   const Call* current() const;  ///< the latest collective that did not finish ok, if any
@@ -51,6 +52,25 @@ struct Rank {
 
 /// Reads every gw-flight-*.json of `dir`. @return false with `err` naming the file.
 bool load_dir(const std::string& dir, std::vector<Rank>* out, std::string* err);
+/// One dump or health answer; throws std::exception saying what is wrong.
+Rank parse_rank(const nlohmann::json& j, const std::string& source);
+
+/// A rank of this host whose health socket did not answer.
+struct Silent {
+  int rank = 0, pid = 0;
+  std::string why;  ///< "no answer within 500 ms: process 12 is stopped (SIGSTOP, ...)"
+};
+/// The ranks of one job on this host, asked live (doctor_live.cc).
+struct Job {
+  std::string id;  ///< Group::job_id in hex
+  std::vector<Rank> ranks;
+  std::vector<Silent> silent;
+};
+/// Asks every health socket of this host (of `job` only, unless empty), all at once, for at
+/// most `timeout_ms`. @return one Job per job found.
+std::vector<Job> query_live(const std::string& job, int timeout_ms);
+/// Prometheus text: each answering rank's counters and progress, labelled job and rank.
+std::string prometheus(const Job& j);
 
 struct Mismatch {
   uint64_t seq = 0;
@@ -65,18 +85,27 @@ struct Waiter {
   std::vector<int> blocked;  ///< where its chain of waits ends: ranks not waiting themselves
 };
 
+/// Live diagnosis: calls younger than `min_age_ms` are normal progress, not a hang.
+struct Live {
+  std::vector<Silent> silent;
+  double min_age_ms = 1000;
+};
+
 struct Diagnosis {
-  std::vector<int> missing;  ///< ranks below the size without a dump
-  uint64_t front = 0;        ///< the furthest seq any rank started
-  std::vector<int> behind;   ///< ranks that did not start `front`
+  bool live = false;
+  std::vector<Silent> silent;  ///< live: ranks that did not answer (a problem)
+  std::vector<int> missing;    ///< ranks below the size without a dump (live: not here)
+  uint64_t front = 0;          ///< the furthest seq any rank started
+  std::vector<int> behind;     ///< ranks that did not start `front`
   std::vector<Mismatch> mismatches;
   std::vector<Waiter> stuck;
   bool problem() const {
-    return !missing.empty() || !behind.empty() || !mismatches.empty() || !stuck.empty();
+    return (!live && !missing.empty()) || !silent.empty() || !behind.empty() ||
+           !mismatches.empty() || !stuck.empty();
   }
 };
 
-Diagnosis diagnose(const std::vector<Rank>& ranks);
+Diagnosis diagnose(const std::vector<Rank>& ranks, const Live* live = nullptr);
 /// The diagnosis in words, for a person.
 std::string report(const std::vector<Rank>& ranks, const Diagnosis& d);
 /// The same as JSON, for tools.

@@ -37,6 +37,8 @@ Peer parse_peer(const json& j) {
   return p;
 }
 
+}  // namespace
+
 Rank parse_rank(const json& j, const std::string& file) {
   if (j.value("format", "") != "gradwire-flight-1")
     throw std::runtime_error("not a gradwire flight record (\"format\" is not gradwire-flight-1)");
@@ -47,6 +49,9 @@ Rank parse_rank(const json& j, const std::string& file) {
   if (r.rank < 0 || r.size < 1 || r.rank >= r.size)
     throw std::runtime_error("rank " + std::to_string(r.rank) + " of " + std::to_string(r.size));
   r.trigger = j.value("trigger", "");
+  r.pid = j.value("pid", 0);
+  if (j.contains("counters"))
+    for (auto& [k, v] : j.at("counters").items()) r.counters.emplace_back(k, v.get<uint64_t>());
   const json& b = j.at("broken");
   if (!b.is_null()) {
     r.broken = b.at("code").get<std::string>() + ": " + b.at("message").get<std::string>();
@@ -62,8 +67,6 @@ Rank parse_rank(const json& j, const std::string& file) {
   }
   return r;
 }
-
-}  // namespace
 
 bool load_dir(const std::string& dir, std::vector<Rank>* out, std::string* err) {
   std::error_code ec;

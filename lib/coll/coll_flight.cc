@@ -47,7 +47,7 @@ Status Communicator::Impl::flight_init(int64_t records, std::string dir) {
   if (records == 0) return Status();
   flight = std::make_unique<coll::FlightRecorder>(static_cast<size_t>(records));
   flight_dir = std::move(dir);
-  heard_ns.assign(static_cast<size_t>(n), 0);
+  heard_ns = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(n));
   if (sig && !coll::flight_install_signal())
     log::get("gw.coll")->debug("coll: SIGUSR1 has another handler: no flight dump on it");
   flight_sigs = coll::flight_signals();
@@ -100,7 +100,8 @@ void Communicator::Impl::flight_heard(std::span<const Completion> cs) {
   if (!flight || cs.empty()) return;
   const auto t = static_cast<int64_t>(now_ns());
   for (const Completion& c : cs)
-    if (c.code == Code::kOk && c.peer_id < heard_ns.size()) heard_ns[c.peer_id] = t;
+    if (c.code == Code::kOk && c.peer_id < static_cast<size_t>(n))
+      heard_ns[c.peer_id].store(t, std::memory_order_relaxed);
 }
 
 Result<std::string> Communicator::Impl::flight_dump(const char* trigger) {
@@ -121,7 +122,7 @@ Result<std::string> Communicator::Impl::flight_dump(const char* trigger) {
     const Status es = group.endpoint(p).status();
     fp.endpoint_ok = es.ok();
     if (!es.ok()) fp.error = es.to_string();
-    fp.last_heard_ns = heard_ns[static_cast<size_t>(p)];
+    fp.last_heard_ns = heard_ns[static_cast<size_t>(p)].load(std::memory_order_relaxed);
     fp.pending_recvs = notices->pend_from[static_cast<size_t>(p)];
     fp.pending_sends = notices->pend_to[static_cast<size_t>(p)];
     c.peers.push_back(std::move(fp));

@@ -52,6 +52,7 @@ using coll::Task;
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() {
+  if (impl_) impl_->health.reset();  // no query of a communicator that is going
   if (impl_ && impl_->background) {
     impl_->background = false;
     impl_->group.transport().stop_background();
@@ -122,6 +123,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->hier_init();
   GW_RETURN_IF_ERROR(coll::notices_init(*impl));
   GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
+  GW_RETURN_IF_ERROR(impl->health_init());
   // Peers are served while this rank computes between calls (transport.progress).
   if (Status st = group.transport().start_background(); !st.ok())
     return st.with_context("coll: transport progress thread");
@@ -455,50 +457,8 @@ Status Communicator::Impl::poll_once(Nanos wait) {
   if (r.ok()) flight_heard({comps.data(), *r});
   for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
   check_deadlines();
+  health_poll(!r.ok() || *r == 0);
   return Status();
-}
-
-// ---- public calls --------------------------------------------------------------------------
-
-Status Communicator::wait(CollHandle h, Nanos timeout) {
-  auto& im = *impl_;
-  auto d = im.drive();
-  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
-    return Status(Code::kInvalidArgument, "coll: wait on an unknown or finished handle");
-  Task& op = im.ops[h.slot];
-  Deadline dl(timeout);
-  for (;;) {
-    if (op.done) {
-      im.flight_end(op, op.status);
-      op.active = false;
-      if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
-      return op.status;
-    }
-    // 50 ms: a blocked wait sees abort() that soon; past the deadline, the timeout phase.
-    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
-    if (op.deadline.expired()) w = std::min(dl.remaining(), Nanos(Millis(10)));
-    if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
-    if (!op.done && dl.expired()) {
-      return Status(Code::kTimeout, im.where(op) + ": still running after " +
-                                        std::to_string(timeout.count() / 1'000'000) +
-                                        " ms; wait again");
-    }
-  }
-}
-
-Result<bool> Communicator::test(CollHandle h) {
-  auto& im = *impl_;
-  auto d = im.drive();
-  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
-    return Status(Code::kInvalidArgument, "coll: test on an unknown or finished handle");
-  (void)im.poll_once(Nanos(0));
-  return im.ops[h.slot].done;
-}
-
-Status Communicator::progress() {
-  auto d = impl_->drive();
-  GW_RETURN_IF_ERROR(impl_->poll_once(Nanos(0)));
-  return impl_->broken;
 }
 
 }  // namespace gw

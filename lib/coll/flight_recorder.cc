@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -109,6 +110,16 @@ void put_peers(std::string& o, const FlightContext& c, int64_t now, uint64_t* wa
   o += "  ],\n";
 }
 
+void put_counters(std::string& o, const FlightContext& c) {
+  o += ",\n  \"counters_age_ms\": " + ms(c.counters_age_ns) + ",\n  \"counters\": {";
+  for (size_t i = 0; i < c.counters.size(); ++i) {
+    o += i ? ", " : "";
+    put_str(o, c.counters[i].first);
+    o += ": " + std::to_string(c.counters[i].second);
+  }
+  o += '}';
+}
+
 }  // namespace
 
 const char* flight_state_name(FlightState s) {
@@ -179,9 +190,10 @@ void FlightRecorder::end(uint64_t id, FlightState s, uint8_t code, uint64_t wait
   store(slot, e);
 }
 
-std::vector<FlightEntry> FlightRecorder::snapshot() const {
+std::vector<FlightEntry> FlightRecorder::snapshot(size_t last) const {
   const uint64_t next = next_.load(std::memory_order_acquire);
-  const uint64_t first = next > cap_ ? next - cap_ : 1;
+  const uint64_t keep = std::min<uint64_t>(cap_, last);
+  const uint64_t first = next > keep ? next - keep : 1;
   std::vector<FlightEntry> out;
   out.reserve(static_cast<size_t>(next - first));
   for (uint64_t id = first; id < next; ++id) {
@@ -191,8 +203,8 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   return out;
 }
 
-Status FlightRecorder::write_json(const std::string& path, const FlightContext& c) const {
-  const std::vector<FlightEntry> es = snapshot();
+std::string FlightRecorder::json(const FlightContext& c, size_t last) const {
+  const std::vector<FlightEntry> es = snapshot(last);
   const auto now = static_cast<int64_t>(now_ns());
   const auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
@@ -203,6 +215,10 @@ Status FlightRecorder::write_json(const std::string& path, const FlightContext& 
   put_str(o, c.trigger);
   o += ",\n  \"transport\": ";
   put_str(o, c.transport);
+  if (!c.job.empty()) {
+    o += ",\n  \"job\": ";
+    put_str(o, c.job);
+  }
   o += ",\n  \"now_ns\": " + std::to_string(now) + ",\n  \"unix_ms\": " + std::to_string(wall);
   o += ",\n  \"capacity\": " + std::to_string(cap_) +
        ",\n  \"recorded\": " + std::to_string(recorded()) + ",\n  \"broken\": ";
@@ -219,13 +235,19 @@ Status FlightRecorder::write_json(const std::string& path, const FlightContext& 
   uint64_t waiting = 0;
   put_peers(o, c, now, &waiting);
   o += "  \"waiting_on\": ";
-  put_ranks(o, waiting);
+  put_ranks(o, c.waiting_known ? c.waiting : waiting);
+  if (c.counters_age_ns >= 0) put_counters(o, c);
   o += ",\n  \"ops\": [\n";
   for (size_t i = 0; i < es.size(); ++i) {
     put_entry(o, es[i], now);
     o += i + 1 < es.size() ? ",\n" : "\n";
   }
   o += "  ]\n}\n";
+  return o;
+}
+
+Status FlightRecorder::write_json(const std::string& path, const FlightContext& c) const {
+  const std::string o = json(c, cap_);
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) return sys_error("coll: flight record " + tmp);

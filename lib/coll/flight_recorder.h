@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gw_status.h"
@@ -56,6 +57,13 @@ struct FlightContext {
   std::string transport;
   Status broken;  ///< the communicator's first error (OK: not broken)
   std::vector<FlightPeer> peers;
+  std::string job;  ///< health answers: the job's id (Group::job_id)
+  /// waiting_on: `waiting` when known, else the peers with pending requests.
+  bool waiting_known = false;
+  uint64_t waiting = 0;
+  /// The transport's counters and their age (health answers; < 0: none written).
+  std::vector<std::pair<std::string, uint64_t>> counters;
+  int64_t counters_age_ns = -1;
 };
 
 class FlightRecorder {
@@ -69,8 +77,10 @@ class FlightRecorder {
   void end(uint64_t id, FlightState s, uint8_t code, uint64_t waiting, int64_t end_ns);
   /// Calls recorded so far (also those overwritten).
   uint64_t recorded() const { return next_.load(std::memory_order_acquire) - 1; }
-  /// Consistent copies of the records held, oldest first. Any thread.
-  std::vector<FlightEntry> snapshot() const;
+  /// Consistent copies of the last `last` records held, oldest first. Any thread.
+  std::vector<FlightEntry> snapshot(size_t last = SIZE_MAX) const;
+  /// The dump: `ctx` and the last `last` records as JSON (format gradwire-flight-1). Any thread.
+  std::string json(const FlightContext& ctx, size_t last) const;
   /// Writes the records and `ctx` as JSON to `path` (through a temporary file and rename, so
   /// a reader never sees half a dump). @return SystemError naming the path.
   Status write_json(const std::string& path, const FlightContext& ctx) const;
