@@ -2,6 +2,10 @@
 """A/B of two gradwire builds on the same workloads, interleaved round by round.
 
   usertools/gw-ab.py OLD_BUILD NEW_BUILD [--rounds N] [--only NAME,...]
+                     [--old-env K=V ...] [--new-env K=V ...]
+
+--old-env/--new-env: settings of one side only (e.g. the same build twice, the flight recorder
+off on the old side: --old-env GW_COLL_FLIGHT_RECORDS=0).
 
 Each round runs every workload once per build, the order of the builds alternating between
 rounds (this machine is shared and noisy: only paired ratios mean something). Prints, per
@@ -69,10 +73,17 @@ WORKLOADS = [
 ]
 
 
+SIDE_ENV = {"old": {}, "new": {}}
+
+
+def side_env(tag):
+    return dict(os.environ, GW_LOG_LEVEL="error", **SIDE_ENV[tag[:3]])
+
+
 def run_ps(build, args, key, tag):
     exe = os.path.join(build, "apps", "gw-ps-perf", "gw-ps-perf")
     csv = "/tmp/gw-ab-%d-%s.csv" % (os.getpid(), tag)
-    env = dict(os.environ, GW_LOG_LEVEL="error")
+    env = side_env(tag)
     try:
         subprocess.run([exe, "--ranks", "3", "--servers", "1", "--csv", csv] + args, env=env,
                        timeout=300, capture_output=True, text=True)
@@ -93,7 +104,7 @@ def run_one(build, tool, args, key, tag):
                        "gw-perf" if tool == "perf" else "gw-coll-perf")
     sock = "/tmp/gw-ab-%d-%s.sock" % (os.getpid(), tag)
     args = [memif(sock) if a == "MEMIF" else a for a in args]
-    env = dict(os.environ, GW_LOG_LEVEL="error")
+    env = side_env(tag)
     try:
         out = subprocess.run([exe, "--ranks", "2", "--json"] + args, env=env, timeout=300,
                              capture_output=True, text=True)
@@ -115,14 +126,18 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated substrings of workload names")
+    ap.add_argument("--old-env", action="append", default=[], help="K=V for the old side only")
+    ap.add_argument("--new-env", action="append", default=[], help="K=V for the new side only")
     o = ap.parse_args()
+    for side in ("old", "new"):
+        SIDE_ENV[side] = dict(kv.split("=", 1) for kv in getattr(o, side + "_env"))
     wl = [w for w in WORKLOADS if any(s in w[0] for s in o.only.split(","))] if o.only else \
         [w for w in WORKLOADS if not w[0].startswith("rdma")]
     res = {w[0]: {"old": [], "new": [], "ratio": []} for w in wl}
     load = open("/proc/loadavg").read().split()[:3]
-    print("# %s, load %s, %d rounds, old=%s new=%s" %
+    print("# %s, load %s, %d rounds, old=%s %s new=%s %s" %
           (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), " ".join(load), o.rounds,
-           o.old, o.new))
+           o.old, " ".join(o.old_env), o.new, " ".join(o.new_env)))
     for r in range(o.rounds):
         order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
         for name, tool, args, key, higher in wl:

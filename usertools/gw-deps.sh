@@ -2,6 +2,7 @@
 # Install gradwire's build and test dependencies from Debian 12 packages (idempotent).
 set -euo pipefail
 pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config gcc g++ python3 libspdlog-dev libtomlplusplus-dev libcli11-dev
+      nlohmann-json3-dev  # gw-doctor reads the flight records (JSON)
       libssl-dev  # libcrypto: HMAC-SHA256 of authenticated peers (GW_AUTH_KEY)
       libgtest-dev libgmock-dev libhwy-dev libbenchmark-dev iproute2 libibverbs-dev rdma-core
       python3-torch libtorch-dev pybind11-dev python3-pytest  # the PyTorch backend

@@ -11,13 +11,14 @@ if [ ! -f "$dir/build.ninja" ]; then
     -Dunity_size=8 >/dev/null ||
     { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
 fi
-# Only what the four suites run (their tests and the two apps of their smoke tests), not the
-# dpdk/rdma suites' binaries nor the other apps.
+# Only what the four suites run (their tests, the two apps of their smoke tests, gw-doctor for
+# coll-flight), not the dpdk/rdma suites' binaries nor the other apps.
 ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-coll-perf/gw-coll-perf \
   tests/unit/test_unit tests/conformance/test_conformance \
   tests/conformance/test_conformance_faults tests/bootstrap/test_bootstrap \
-  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll tests/coll/test_coll_alltoall \
-  tests/coll/gw-fail-probe ||
+  tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll \
+  tests/coll/test_coll_alltoall tests/coll/test_coll_flight tests/coll/gw-fail-probe \
+  apps/gw-doctor/gw-doctor ||
   { echo '{"name": "tsan-build", "result": "FAIL"}' > "$dir-failed.json"; exit 1; }
 rm -f "$dir-failed.json"
 # halt_on_error: a report ends the test binary with exitcode 66, so the test fails (meson

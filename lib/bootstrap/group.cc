@@ -50,6 +50,13 @@ std::string host_label(const std::string& given) {
   return std::string(name) + "/" + (ec ? std::string("?") : ns.string());
 }
 
+// FNV-1a of rank 0's address: the job's name for tools.
+uint64_t job_hash(std::string_view a) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : a) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
@@ -73,7 +80,10 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   g->transport_ = std::move(transport);
   g->eps_.resize(static_cast<size_t>(size));
   g->hosts_.assign(static_cast<size_t>(size), 0);
-  if (size == 1) return g;
+  if (size == 1) {
+    g->job_id_ = job_hash(g->transport_->address().bytes());
+    return g;
+  }
 
   std::string where = "group rank " + std::to_string(rank);
   std::vector<std::string> keys;
@@ -120,6 +130,8 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
     }
     addrs[static_cast<size_t>(p)] = *addr;
   }
+  // The job's name for tools (health sockets): rank 0's address is unique while it runs.
+  g->job_id_ = job_hash(rank == 0 ? tr.address().bytes() : addrs[0].bytes());
   std::map<std::string, int> host_ids;
   for (int p = 0; p < size; ++p) {
     GW_ASSIGN_OR_RETURN(

@@ -44,6 +44,9 @@ class Group {
   /// Host of rank `r`: 0..num_hosts()-1, numbered in the order of each host's lowest rank.
   int host_of(int r) const { return hosts_[static_cast<size_t>(r)]; }
   int num_hosts() const { return num_hosts_; }
+  /// The same on every rank of the group, different for groups alive at once (a hash of rank
+  /// 0's address): names the job to tools (gw-doctor --live).
+  uint64_t job_id() const { return job_id_; }
   Transport& transport() { return *transport_; }
   Store& store() { return *store_; }
   const std::shared_ptr<Store>& store_ptr() const { return store_; }
@@ -53,6 +56,7 @@ class Group {
   int rank_ = 0;
   int size_ = 0;
   int num_hosts_ = 1;
+  uint64_t job_id_ = 0;
   std::vector<int> hosts_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<Transport> transport_;  // declared before eps_: endpoints die first

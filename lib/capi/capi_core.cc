@@ -1,4 +1,5 @@
 // C API: version check, errors, transports, communicators, registrations, request table.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -233,6 +234,19 @@ gw_status_t gw_comm_abort(gw_comm_t* c, const char* reason) {
     return GW_ERR_RESOURCE_EXHAUSTED;
   }
   return GW_OK;
+}
+
+gw_status_t gw_comm_dump_flight(gw_comm_t* c, char* path, size_t path_len) {
+  return guard("gw_comm_dump_flight", c, [&] {
+    GW_RETURN_IF_ERROR(need(c, "comm"));
+    GW_ASSIGN_OR_RETURN(std::string p, c->comm->dump_flight_record());
+    if (path && path_len) {
+      const size_t k = std::min(p.size(), path_len - 1);
+      std::memcpy(path, p.data(), k);
+      path[k] = '\0';
+    }
+    return Status();
+  });
 }
 
 gw_status_t gw_comm_rank(const gw_comm_t* c, int* rank) {

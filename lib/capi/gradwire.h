@@ -26,7 +26,7 @@ extern "C" {
 /** API version this header describes: major << 16 | minor. A library accepts a program built
  *  against the same major and a minor not above its own. */
 #define GW_API_VERSION_MAJOR 1
-#define GW_API_VERSION_MINOR 2
+#define GW_API_VERSION_MINOR 3
 #define GW_API_VERSION ((GW_API_VERSION_MAJOR << 16) | GW_API_VERSION_MINOR)
 
 #define GW_API __attribute__((visibility("default")))
@@ -140,6 +140,11 @@ GW_API gw_status_t gw_comm_destroy(gw_comm_t* comm);
  *  the same error; destroy the communicator. `reason` (may be NULL) goes into the text.
  *  A send/receive outliving its deadline aborts the communicator this way. (API 1.1) */
 GW_API gw_status_t gw_comm_abort(gw_comm_t* comm, const char* reason);
+/** Write this rank's flight record (its last calls, what it knows of each peer) as JSON to
+ *  <coll.flight_dir>/gw-flight-<rank>.json; read every rank's with `gw-doctor DIR`. `path`
+ *  (may be NULL) gets the file's name, cut to `path_len`. Same thread as the other calls.
+ *  @return GW_ERR_NOT_SUPPORTED (coll.flight_records = 0), GW_ERR_SYSTEM. (API 1.3) */
+GW_API gw_status_t gw_comm_dump_flight(gw_comm_t* comm, char* path, size_t path_len);
 GW_API gw_status_t gw_comm_rank(const gw_comm_t* comm, int* rank);
 GW_API gw_status_t gw_comm_size(const gw_comm_t* comm, int* size);
 

@@ -1,5 +1,5 @@
 // The Communicator's start calls (argument checks, buffers of each collective) and their
-// blocking forms.
+// blocking forms; wait, test and progress.
 #include <cstring>
 #include <limits>
 
@@ -223,6 +223,49 @@ Status Communicator::barrier(const CallOptions& call) {
   auto d = impl_->drive();
   return run_blocking(*this, call.timeout.count() > 0 ? call.timeout : impl_->timeout,
                       [&] { return barrier_async(call); });
+}
+
+// ---- driving: wait, test, progress ----------------------------------------------------------
+
+Status Communicator::wait(CollHandle h, Nanos timeout) {
+  auto& im = *impl_;
+  auto d = im.drive();
+  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
+    return Status(Code::kInvalidArgument, "coll: wait on an unknown or finished handle");
+  coll::Task& op = im.ops[h.slot];
+  Deadline dl(timeout);
+  for (;;) {
+    if (op.done) {
+      im.flight_end(op, op.status);
+      op.active = false;
+      if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
+      return op.status;
+    }
+    // 50 ms: a blocked wait sees abort() that soon; past the deadline, the timeout phase.
+    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
+    if (op.deadline.expired()) w = std::min(dl.remaining(), Nanos(Millis(10)));
+    if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
+    if (!op.done && dl.expired()) {
+      return Status(Code::kTimeout, im.where(op) + ": still running after " +
+                                        std::to_string(timeout.count() / 1'000'000) +
+                                        " ms; wait again");
+    }
+  }
+}
+
+Result<bool> Communicator::test(CollHandle h) {
+  auto& im = *impl_;
+  auto d = im.drive();
+  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
+    return Status(Code::kInvalidArgument, "coll: test on an unknown or finished handle");
+  (void)im.poll_once(Nanos(0));
+  return im.ops[h.slot].done;
+}
+
+Status Communicator::progress() {
+  auto d = impl_->drive();
+  GW_RETURN_IF_ERROR(impl_->poll_once(Nanos(0)));
+  return impl_->broken;
 }
 
 }  // namespace gw

@@ -5,14 +5,18 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "coll_task.h"
+#include "flight_recorder.h"
 #include "gw_coll.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
+#include "health_server.h"
 
 namespace gw {
 
@@ -53,6 +57,50 @@ struct Communicator::Impl {
   /// progress thread serves the peers only between calls.
   DriveScope drive() { return DriveScope(group.transport().gate()); }
   bool background = false;  ///< this communicator asked for the transport's progress thread
+
+  // Flight recorder (coll_flight.cc): null when coll.flight_records is 0.
+  std::unique_ptr<coll::FlightRecorder> flight;
+  std::string flight_dir;
+  uint32_t flight_sigs = 0;  ///< SIGUSR1s seen (coll::flight_signals())
+  /// Per peer: its last completion here (steady ns); read by the health thread too.
+  std::unique_ptr<std::atomic<int64_t>[]> heard_ns;
+  Status flight_init(int64_t records, std::string dir);
+  void flight_start(coll::Task& op);
+  /// Records op's end with `st` (once; later calls do nothing).
+  void flight_end(coll::Task& op, const Status& st);
+  /// A call refused by a broken communicator (begin()'s arguments).
+  void flight_refused(coll::Kind kind, DataType dt, ReduceOp rop, size_t count);
+  /// The peers of `cs` were heard from now (one clock read per batch).
+  void flight_heard(std::span<const Completion> cs);
+  /// Writes this rank's dump (`trigger` says why). @return its path.
+  Result<std::string> flight_dump(const char* trigger);
+  /// A SIGUSR1 came since the last look: dump. Cheap when none did (one relaxed load).
+  void flight_poll() {
+    if (flight && coll::flight_signals() != flight_sigs) flight_on_signal();
+  }
+  void flight_on_signal();
+
+  // Health query (coll_health.cc): null when coll.health is off or the recorder is.
+  std::unique_ptr<coll::HealthServer> health;
+  std::string health_transport, health_job;
+  std::atomic<uint64_t> health_waiting{0};  ///< waiting_mask(), published now and then
+  uint32_t health_polls = 0;
+  std::mutex health_mu;  ///< guards the four below (written rarely, read by queries)
+  Status health_broken;
+  std::vector<std::pair<std::string, uint64_t>> health_counters;
+  std::vector<std::string> health_peer_err;  ///< per peer: its endpoint's error, "" when ok
+  int64_t health_counters_ns = 0;            ///< when they were read (0: never)
+  Status health_init();
+  /// The answer to one query (the health thread: atomics, the recorder, the guarded copies,
+  /// and the transport only while no call holds it).
+  std::string health_answer();
+  /// The poll loop's share: the waiting set, at each idle poll (a blocked wait: every
+  /// 50 ms) and every 16th busy one.
+  void health_poll(bool idle) {
+    if (health && (idle || (++health_polls & 15) == 0))
+      health_waiting.store(waiting_mask(), std::memory_order_relaxed);
+  }
+  void health_set_broken(const Status& st);
 
   explicit Impl(Group& g);  // both out of line (coll_notice.cc), where Notices is complete
   ~Impl();

@@ -146,6 +146,7 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
 Communicator::Impl::Impl(Group& g) : group(g) {}
 
 Communicator::Impl::~Impl() {
+  health.reset();  // its thread reads this Impl
   shutdown();
   if (notices && notices->posted > 0) coll::park(std::move(notices));
 }
@@ -199,8 +200,10 @@ void Communicator::Impl::send_notice(int slot, const Notice& m) {
 }
 
 void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
-  if (broken.ok()) {
+  const bool first = broken.ok();
+  if (first) {
     broken = st;
+    health_set_broken(st);
     log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
     if (tell_peers && n > 1 && !notices->sent_failure) {
       notices->sent_failure = true;
@@ -218,7 +221,13 @@ void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
     if (o.active && !o.done) {
       o.status = st;
       o.done = true;
+      flight_end(o, st);
     }
+  }
+  if (first && flight) {
+    (void)flight_dump(st.code() == Code::kTimeout   ? "timeout"
+                      : st.code() == Code::kAborted ? "abort"
+                                                    : "failure");
   }
 }
 

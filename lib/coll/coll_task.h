@@ -112,6 +112,7 @@ struct Task {
   Deadline deadline{Nanos(0)};
   bool done = false;
   Status status;
+  uint64_t flight_id = 0;  ///< its flight record (flight_recorder.h), 0: none or ended
 
   // Buffers.
   const uint8_t* in = nullptr;  ///< this rank's contribution (whole vector)

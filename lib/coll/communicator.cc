@@ -52,6 +52,7 @@ using coll::Task;
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() {
+  if (impl_) impl_->health.reset();  // no query of a communicator that is going
   if (impl_ && impl_->background) {
     impl_->background = false;
     impl_->group.transport().stop_background();
@@ -121,6 +122,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
   GW_RETURN_IF_ERROR(coll::notices_init(*impl));
+  GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
+  GW_RETURN_IF_ERROR(impl->health_init());
   // Peers are served while this rank computes between calls (transport.progress).
   if (Status st = group.transport().start_background(); !st.ok())
     return st.with_context("coll: transport progress thread");
@@ -145,7 +148,9 @@ std::string coll::where(const Desc& mine, int rank, int n) {
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
                                         const CallOptions& call) {
   abort_if_requested();
+  flight_poll();
   if (!broken.ok()) {
+    flight_refused(kind, dt, rop, count);
     return Status(broken.code(),
                   "coll: communicator unusable after an earlier error (destroy "
                   "it and its Group): " +
@@ -225,6 +230,7 @@ Status Communicator::Impl::finish_now(Task& op) {
 
 Result<CollHandle> Communicator::Impl::launch(Task& op) {
   CollHandle h{static_cast<uint32_t>(slot_of(op)), op.gen};
+  flight_start(op);
   Status st;
   if (op.engine == coll::Engine::kXchg) {  // set by the caller: alltoall(v), gather, scatter
     st = xchg_setup(op);
@@ -316,14 +322,15 @@ void Communicator::Impl::maybe_complete(Task& op) {
     if (op.engine == coll::Engine::kHier && op.phase < 3) return;
     op.done = true;
   }
-  if (!op.status.ok()) return;
+  if (!op.status.ok()) return flight_end(op, op.status);
   if (op.dev_out || op.stage_slot >= 0) {  // host-staged device call: results to the device
     if (Status st = coll::device_complete(*this, op); !st.ok()) {
       op.status = st;
       fail_all(st);
     }
-    return;
+    return flight_end(op, op.status);
   }
+  flight_end(op, op.status);
   // Fused bucket: hand every tensor its part of the reduced buffer.
   size_t off = 0;
   for (auto& t : op.bucket) {
@@ -362,6 +369,7 @@ void Communicator::Impl::dispatch(const Completion& c) {
                                                    std::to_string(c.len) +
                                                    "-byte message, longer than the receive buffer");
     op.done = true;
+    flight_end(op, op.status);
     return;
   }
   if (c.code != Code::kOk) {
@@ -439,57 +447,18 @@ Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc*
 
 Status Communicator::Impl::poll_once(Nanos wait) {
   abort_if_requested();
+  flight_poll();
   auto& cq = group.transport().cq();
   auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);
   if (!r.ok() && r.status().code() != Code::kTimeout) {
     fail_all(r.status().with_context("coll: transport failed"));
     return broken;
   }
+  if (r.ok()) flight_heard({comps.data(), *r});
   for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
   check_deadlines();
+  health_poll(!r.ok() || *r == 0);
   return Status();
-}
-
-// ---- public calls --------------------------------------------------------------------------
-
-Status Communicator::wait(CollHandle h, Nanos timeout) {
-  auto& im = *impl_;
-  auto d = im.drive();
-  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
-    return Status(Code::kInvalidArgument, "coll: wait on an unknown or finished handle");
-  Task& op = im.ops[h.slot];
-  Deadline dl(timeout);
-  for (;;) {
-    if (op.done) {
-      op.active = false;
-      if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
-      return op.status;
-    }
-    // 50 ms: a blocked wait sees abort() that soon; past the deadline, the timeout phase.
-    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
-    if (op.deadline.expired()) w = std::min(dl.remaining(), Nanos(Millis(10)));
-    if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
-    if (!op.done && dl.expired()) {
-      return Status(Code::kTimeout, im.where(op) + ": still running after " +
-                                        std::to_string(timeout.count() / 1'000'000) +
-                                        " ms; wait again");
-    }
-  }
-}
-
-Result<bool> Communicator::test(CollHandle h) {
-  auto& im = *impl_;
-  auto d = im.drive();
-  if (h.slot >= Impl::kSlots || !im.ops[h.slot].active || im.ops[h.slot].gen != h.gen)
-    return Status(Code::kInvalidArgument, "coll: test on an unknown or finished handle");
-  (void)im.poll_once(Nanos(0));
-  return im.ops[h.slot].done;
-}
-
-Status Communicator::progress() {
-  auto d = impl_->drive();
-  GW_RETURN_IF_ERROR(impl_->poll_once(Nanos(0)));
-  return impl_->broken;
 }
 
 }  // namespace gw

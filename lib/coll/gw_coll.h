@@ -51,7 +51,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gw_coll_types.h"
 #include "gw_group.h"
@@ -79,6 +81,21 @@ struct CommOptions {
   /// ranks, larger ones straight between root and rank (coll.gather_tree_max_bytes; negative:
   /// the key).
   int64_t gather_tree_max_bytes = -1;
+  /// Calls kept by the flight recorder (coll.flight_records; negative: the key; 0: off).
+  int64_t flight_records = -1;
+  /// Where dumps go (coll.flight_dir; empty: the key).
+  std::string flight_dir;
+};
+
+/// One call of the flight record (docs/failures.md), as Communicator::flight_records() gives.
+struct FlightRecord {
+  uint32_t seq = 0;     ///< collective sequence number (0: point-to-point)
+  const char* op = "";  ///< "allreduce", "broadcast", "send", ...
+  DataType dt = DataType::kUInt8;
+  size_t count = 0;        ///< elements as passed (bytes for send/recv)
+  int root = 0;            ///< root, or the peer of send/recv
+  const char* state = "";  ///< "running", "ok", "failed", "timed_out", "aborted"
+  Code code = Code::kOk;
 };
 
 /// Per-call settings.
@@ -223,6 +240,13 @@ class Communicator {
   /// carry out a pending abort(). Same thread rules as wait().
   /// @return status(): whether a notice, a failure or an abort broke the communicator.
   Status handle(std::span<const Completion> completions);
+  /// Write this rank's flight record (its last calls and what it knows of each peer) as JSON
+  /// to <coll.flight_dir>/gw-flight-<rank>.json now; read them all with `gw-doctor DIR`.
+  /// Same thread rules as wait(); from elsewhere send the process SIGUSR1.
+  /// @return the file's path; NotSupported (coll.flight_records = 0); SystemError.
+  Result<std::string> dump_flight_record();
+  /// The calls the flight recorder holds, oldest first (empty when it is off).
+  std::vector<FlightRecord> flight_records() const;
   /// The algorithm Algo::kAuto picks for an allreduce of `bytes`.
   Algo choose_algo(size_t bytes) const;
 

@@ -352,11 +352,12 @@ static int errors(const char* dir) {
   gw_transport_t* t = NULL;
   CHECK(me, gw_transport_open("tcp", &t) == GW_ERR_INVALID_ARGUMENT && HAS("gw_init"));
   CHECK(me, gw_init(GW_API_VERSION + (1u << 16)) == GW_ERR_NOT_SUPPORTED);
-  CHECK(me, HAS("gw_init") && HAS("C API 2.2") && HAS("implements 1.2"));
-  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.3"));
+  CHECK(me, HAS("gw_init") && HAS("C API 2.3") && HAS("implements 1.3"));
+  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.4"));
   CHECK_OK(me, gw_init(GW_API_VERSION));
   CHECK(me, gw_last_error()[0] == '\0' && gw_api_version() == GW_API_VERSION);
   CHECK(me, strcmp(gw_status_name(GW_ERR_TIMEOUT), "Timeout") == 0);
+  CHECK(me, gw_comm_dump_flight(NULL, NULL, 0) == GW_ERR_INVALID_ARGUMENT);
   CHECK(me, gw_transport_open(NULL, &t) == GW_ERR_INVALID_ARGUMENT && HAS("spec is NULL"));
   CHECK(me, gw_transport_open("tcp", NULL) == GW_ERR_INVALID_ARGUMENT && HAS("out is NULL"));
   CHECK(me, gw_transport_open("nosuchdriver", &t) == GW_ERR_INVALID_ARGUMENT);

@@ -3,7 +3,11 @@
 // allreduces until one fails, prints what it learned and stays alive (as a trainer that
 // catches the error does) until it is killed or `--linger-s` passes.
 // Usage: gw-fail-probe [--bytes N] [--timeout-ms T] [--linger-s S] [--transport SPEC]
-// Prints "ready <rank>" after the first allreduce, then on the error one line:
+//          [--gap-ms G] [--pause-rank R --pause-at K --pause-s S]
+// --gap-ms: "computes" G ms between allreduces; --pause-*: rank R computes S s before its
+// K-th allreduce (the others wait in it: tests/coll/health_live.py).
+// Prints "ready <rank> job=<Group::job_id hex>" after the first allreduce, then on the error
+// one line:
 // "error rank=<r> t_ns=<unix ns> code=<Code> culprit=<Status::rank()> msg=<text>".
 #include <chrono>
 #include <cstdio>
@@ -34,7 +38,7 @@ int fail(const gw::Status& st) {
 
 int main(int argc, char** argv) {
   size_t bytes = 16u << 20;
-  int64_t timeout_ms = 60000, linger_s = 30;
+  int64_t timeout_ms = 60000, linger_s = 30, gap_ms = 0, pause_rank = -1, pause_at = 0, pause_s = 0;
   std::string spec = "tcp:iface=lo";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--bytes"))
@@ -45,6 +49,14 @@ int main(int argc, char** argv) {
       linger_s = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--transport"))
       spec = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--gap-ms"))
+      gap_ms = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--pause-rank"))
+      pause_rank = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--pause-at"))
+      pause_at = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--pause-s"))
+      pause_s = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "gw-fail-probe: unknown option %s\n", argv[i]);
       return 2;
@@ -66,12 +78,16 @@ int main(int argc, char** argv) {
   std::vector<float> in(bytes / sizeof(float), 1.f), out(in.size());
   bool ready = false;
   gw::Status st;
-  while (st.ok()) {
+  for (int64_t k = 1; st.ok(); ++k) {
+    if (k == pause_at && info->rank == pause_rank)
+      std::this_thread::sleep_for(std::chrono::seconds(pause_s));
+    if (gap_ms > 0 && k > 1) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     st = (*c)->allreduce(in.data(), out.data(), in.size(), gw::DataType::kFloat32,
                          gw::ReduceOp::kSum);
     if (st.ok() && !ready) {
       ready = true;
-      std::printf("ready %d\n", info->rank);
+      std::printf("ready %d job=%016llx\n", info->rank,
+                  static_cast<unsigned long long>((*g)->job_id()));
       std::fflush(stdout);
     }
   }

@@ -1,0 +1,169 @@
+// The Communicator's flight recorder (flight_recorder.h): a record per call, its end, and the
+// dumps -- on the first error that breaks the communicator, on SIGUSR1, on request.
+#include "coll_notice.h"
+#include "gw_config.h"
+#include "log.h"
+
+namespace gw {
+namespace {
+
+GW_CONFIG_KEYS(coll_flight,
+               {"coll.flight_records", ConfigType::kInt, "2000",
+                "flight recorder: the last calls each rank keeps (a fixed ring allocated once, "
+                "~80 B a call), dumped as JSON on a failure, a timeout, an abort, SIGUSR1 or "
+                "Communicator::dump_flight_record(); read the dumps with gw-doctor; 0: off"},
+               {"coll.flight_dir", ConfigType::kString, "",
+                "directory of the flight recorder's dumps, gw-flight-<rank>.json (empty: "
+                "$TMPDIR, else /tmp); a directory all ranks share lets gw-doctor read them all"},
+               {"coll.flight_signal", ConfigType::kBool, "true",
+                "flight recorder on: SIGUSR1 makes every rank of the process dump (the handler "
+                "only sets a flag; the thread in a call dumps within 50 ms, else the next "
+                "call); not installed when the application has a SIGUSR1 handler"});
+
+coll::FlightState state_of(const Status& st) {
+  switch (st.code()) {
+    case Code::kOk:
+      return coll::FlightState::kOk;
+    case Code::kTimeout:
+      return coll::FlightState::kTimedOut;
+    case Code::kAborted:
+      return coll::FlightState::kAborted;
+    default:
+      return coll::FlightState::kFailed;
+  }
+}
+
+}  // namespace
+
+Status Communicator::Impl::flight_init(int64_t records, std::string dir) {
+  GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
+  ConfigReader rd(cfg);
+  if (records < 0) records = rd.in("coll.flight_records", 0, 1 << 24);
+  if (dir.empty()) dir = rd.str("coll.flight_dir");
+  const bool sig = rd.flag("coll.flight_signal");
+  GW_RETURN_IF_ERROR(rd.status());
+  if (records > 1 << 24)
+    return Status(Code::kInvalidArgument, "coll: flight_records above 16777216");
+  if (records == 0) return Status();
+  flight = std::make_unique<coll::FlightRecorder>(static_cast<size_t>(records));
+  flight_dir = std::move(dir);
+  heard_ns = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(n));
+  if (sig && !coll::flight_install_signal())
+    log::get("gw.coll")->debug("coll: SIGUSR1 has another handler: no flight dump on it");
+  flight_sigs = coll::flight_signals();
+  return Status();
+}
+
+void Communicator::Impl::flight_start(coll::Task& op) {
+  if (!flight) return;
+  coll::FlightEntry e;
+  e.seq = op.seq;
+  e.kind = static_cast<uint8_t>(op.kind);
+  e.dtype = static_cast<uint8_t>(op.dt);
+  e.rop = op.desc.op;
+  e.algo = static_cast<uint8_t>(op.algo);
+  e.device = op.device;
+  e.root = op.root;
+  e.ranks = static_cast<uint32_t>(n);
+  e.count = op.desc.count;
+  e.bytes = op.desc.count * op.es;
+  e.start_ns = static_cast<int64_t>(now_ns());
+  op.flight_id = flight->begin(e);
+}
+
+void Communicator::Impl::flight_end(coll::Task& op, const Status& st) {
+  if (!flight || !op.flight_id) return;
+  flight->end(op.flight_id, state_of(st), static_cast<uint8_t>(st.code()),
+              st.ok() ? 0 : waiting_mask(), static_cast<int64_t>(now_ns()));
+  op.flight_id = 0;
+}
+
+void Communicator::Impl::flight_refused(coll::Kind kind, DataType dt, ReduceOp rop, size_t count) {
+  if (!flight || kind == coll::Kind::kSend || kind == coll::Kind::kRecv) return;
+  if (kind == coll::Kind::kReduceScatter || kind == coll::Kind::kAllgather)
+    count /= static_cast<size_t>(n);  // begin() has the whole vector, the record the block
+  coll::FlightEntry e;
+  e.seq = ++seq;  // the communicator is broken: only the records read this number
+  e.kind = static_cast<uint8_t>(kind);
+  e.dtype = static_cast<uint8_t>(dt);
+  e.rop = static_cast<uint8_t>(rop);
+  e.root = -1;
+  e.ranks = static_cast<uint32_t>(n);
+  e.count = count;
+  e.bytes = count * dtype_size(dt);
+  e.start_ns = static_cast<int64_t>(now_ns());
+  flight->end(flight->begin(e), coll::FlightState::kRefused, static_cast<uint8_t>(broken.code()), 0,
+              e.start_ns);
+}
+
+void Communicator::Impl::flight_heard(std::span<const Completion> cs) {
+  if (!flight || cs.empty()) return;
+  const auto t = static_cast<int64_t>(now_ns());
+  for (const Completion& c : cs)
+    if (c.code == Code::kOk && c.peer_id < static_cast<size_t>(n))
+      heard_ns[c.peer_id].store(t, std::memory_order_relaxed);
+}
+
+Result<std::string> Communicator::Impl::flight_dump(const char* trigger) {
+  if (!flight) {
+    return Status(Code::kNotSupported,
+                  "coll: the flight recorder is off (coll.flight_records = 0)");
+  }
+  coll::FlightContext c;
+  c.rank = rank;
+  c.size = n;
+  c.trigger = trigger;
+  c.transport = group.transport().properties().name;
+  c.broken = broken;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    coll::FlightPeer fp;
+    fp.rank = p;
+    const Status es = group.endpoint(p).status();
+    fp.endpoint_ok = es.ok();
+    if (!es.ok()) fp.error = es.to_string();
+    fp.last_heard_ns = heard_ns[static_cast<size_t>(p)].load(std::memory_order_relaxed);
+    fp.pending_recvs = notices->pend_from[static_cast<size_t>(p)];
+    fp.pending_sends = notices->pend_to[static_cast<size_t>(p)];
+    c.peers.push_back(std::move(fp));
+  }
+  const std::string path = coll::flight_path(flight_dir, rank);
+  Status st = flight->write_json(path, c);
+  if (!st.ok()) {
+    log::get("gw.coll")->warn("coll: rank {}: flight record not written ({}): {}", rank, trigger,
+                              st.to_string());
+    return st;
+  }
+  log::get("gw.coll")->warn("coll: rank {}: flight record ({}, {} calls) written to {}", rank,
+                            trigger, flight->recorded(), path);
+  return path;
+}
+
+void Communicator::Impl::flight_on_signal() {
+  flight_sigs = coll::flight_signals();
+  (void)flight_dump("signal");
+}
+
+Result<std::string> Communicator::dump_flight_record() {
+  auto d = impl_->drive();
+  return impl_->flight_dump("request");
+}
+
+std::vector<FlightRecord> Communicator::flight_records() const {
+  std::vector<FlightRecord> out;
+  if (!impl_->flight) return out;
+  for (const coll::FlightEntry& e : impl_->flight->snapshot()) {
+    out.push_back(FlightRecord{
+        .seq = e.seq,
+        .op = coll::kind_name(static_cast<coll::Kind>(e.kind)),
+        .dt = static_cast<DataType>(e.dtype),
+        .count = e.count,
+        .root = e.root,
+        .state = coll::flight_state_name(static_cast<coll::FlightState>(e.state)),
+        .code = static_cast<Code>(e.code),
+    });
+  }
+  return out;
+}
+
+}  // namespace gw
