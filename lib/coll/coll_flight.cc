@@ -1,5 +1,7 @@
 // The Communicator's flight recorder (flight_recorder.h): a record per call, its end, and the
 // dumps -- on the first error that breaks the communicator, on SIGUSR1, on request.
+#include <time.h>
+
 #include "coll_notice.h"
 #include "gw_config.h"
 #include "log.h"
@@ -19,6 +21,14 @@ GW_CONFIG_KEYS(coll_flight,
                 "flight recorder on: SIGUSR1 makes every rank of the process dump (the handler "
                 "only sets a flag; the thread in a call dumps within 50 ms, else the next "
                 "call); not installed when the application has a SIGUSR1 handler"});
+
+// now_ns()'s clock at its tick's resolution (1-4 ms), at a fraction of its cost: the
+// "last heard" stamps are taken for every batch of completions.
+int64_t coarse_now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 coll::FlightState state_of(const Status& st) {
   switch (st.code()) {
@@ -98,7 +108,7 @@ void Communicator::Impl::flight_refused(coll::Kind kind, DataType dt, ReduceOp r
 
 void Communicator::Impl::flight_heard(std::span<const Completion> cs) {
   if (!flight || cs.empty()) return;
-  const auto t = static_cast<int64_t>(now_ns());
+  const int64_t t = coarse_now_ns();
   for (const Completion& c : cs)
     if (c.code == Code::kOk && c.peer_id < static_cast<size_t>(n))
       heard_ns[c.peer_id].store(t, std::memory_order_relaxed);
