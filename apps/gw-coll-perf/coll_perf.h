@@ -15,7 +15,8 @@ enum class Coll {
   kBroadcast,
   kAlltoall,
   kGather,
-  kScatter
+  kScatter,
+  kAlltoallv  ///< equal parts, as OSU's osu_alltoallv: the v path's cost beside alltoall's
 };
 
 struct Options {

@@ -147,7 +147,13 @@ struct Size {
 
 class Bench {
  public:
-  Bench(const Options& o, Communicator& c) : o_(o), c_(c), n_(c.size()), r_(c.rank()) {
+  Bench(const Options& o, Communicator& c)
+      : o_(o),
+        c_(c),
+        n_(c.size()),
+        r_(c.rank()),
+        counts_(static_cast<size_t>(n_)),
+        displs_(static_cast<size_t>(n_)) {
     bruck_max_ = limit(o.bruck_max_bytes, "coll.alltoall_bruck_max_bytes");
     tree_max_ = limit(o.tree_max_bytes, "coll.gather_tree_max_bytes");
   }
@@ -224,6 +230,15 @@ class Bench {
         return c_.gather(send_.get(), recv_.get(), block(s), o_.dtype, o_.root, call);
       case Coll::kScatter:
         return c_.scatter(send_.get(), recv_.get(), block(s), o_.dtype, o_.root, call);
+      case Coll::kAlltoallv:
+        if (counts_[0] != block(s)) {  // once per size, not per call
+          for (size_t j = 0; j < counts_.size(); ++j) {
+            counts_[j] = block(s);
+            displs_[j] = j * block(s);
+          }
+        }
+        return c_.alltoallv(send_.get(), counts_.data(), displs_.data(), recv_.get(),
+                            counts_.data(), displs_.data(), o_.dtype, call);
     }
     return Status();
   }
@@ -264,6 +279,7 @@ class Bench {
       case Coll::kGather:
         return value(o_, static_cast<int>(i / b), i % b);
       case Coll::kAlltoall:  // block p came from rank p, which sent its block r_
+      case Coll::kAlltoallv:
         return value(o_, static_cast<int>(i / b), me * b + i % b);
       case Coll::kScatter:
         return value(o_, o_.root, me * b + i);
@@ -315,6 +331,7 @@ class Bench {
       case Coll::kReduceScatter:
       case Coll::kAllgather:
       case Coll::kAlltoall:  // nccl-tests: each rank sends and receives (n-1)/n of its bytes
+      case Coll::kAlltoallv:
       case Coll::kGather:
       case Coll::kScatter:
         return (n - 1) / n;
@@ -325,6 +342,7 @@ class Bench {
   }
 
   const char* algo_of(const Size& s) const {
+    if (o_.coll == Coll::kAlltoallv) return "pair";
     if (o_.coll == Coll::kAlltoall) {
       const size_t b = block(s) * dtype_size(o_.dtype);
       return n_ > 2 && b <= bruck_max_ ? "bruck" : "pair";
@@ -375,6 +393,7 @@ class Bench {
   size_t bruck_max_ = 0, tree_max_ = 0;
   Buf send_, recv_;
   DeviceBuffer dsend_, drecv_;
+  std::vector<size_t> counts_, displs_;  // alltoallv: equal parts, set per size
 };
 
 int fail(int rank, const Status& st) {

@@ -56,6 +56,8 @@ const char* coll_name(Coll c) {
       return "gather";
     case Coll::kScatter:
       return "scatter";
+    case Coll::kAlltoallv:
+      return "alltoallv";
   }
   return "?";
 }
@@ -81,7 +83,7 @@ Options parse_options(int argc, char** argv, int* exit_code) {
   app.add_option("--algo", algo, "allreduce algorithm: ring, rd or auto");
   app.add_option("--coll", coll,
                  "allreduce (default), reduce_scatter, allgather, broadcast, alltoall, gather, "
-                 "scatter");
+                 "scatter, alltoallv (equal parts, as osu_alltoallv)");
   app.add_option("-r,--root", o.root, "broadcast, gather and scatter root (default 0)");
   app.add_option(
       "--bruck-max", o.bruck_max_bytes,
@@ -140,10 +142,12 @@ Options parse_options(int argc, char** argv, int* exit_code) {
     o.coll = Coll::kGather;
   else if (coll == "scatter")
     o.coll = Coll::kScatter;
+  else if (coll == "alltoallv")
+    o.coll = Coll::kAlltoallv;
   else
     return bad("unknown collective " + coll);
-  const bool blocks =
-      o.coll == Coll::kAlltoall || o.coll == Coll::kGather || o.coll == Coll::kScatter;
+  const bool blocks = o.coll == Coll::kAlltoall || o.coll == Coll::kGather ||
+                      o.coll == Coll::kScatter || o.coll == Coll::kAlltoallv;
   if (blocks && (o.in_place || o.device)) return bad(coll + ": no --inplace or --device here");
   if (o.iters < 1 || o.warmup < 0 || o.ranks < 0 || o.ranks > 256 || o.timeout_ms < 1)
     return bad("need -n >= 1, -w >= 0, 0 <= --ranks <= 256, --timeout >= 1");
