@@ -320,6 +320,11 @@ class Bench {
     double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o_.iters;
     GW_RETURN_IF_ERROR(c_.allreduce(&us, &us, 1, DataType::kFloat64, ReduceOp::kMax));
     if (r_ == 0) row(s, us, o_.check ? wrong : -1);
+    if (wrong > 0) {  // as nccl-tests: a wrong result fails the run, not only its row
+      return Status(Code::kInternal, std::string(coll_name(o_.coll)) + " of " +
+                                         std::to_string(s.bytes) + " B: " + std::to_string(wrong) +
+                                         " wrong elements over all ranks");
+    }
     return Status();
   }
 
