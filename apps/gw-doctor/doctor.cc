@@ -240,28 +240,26 @@ json report_json(const std::vector<Rank>& ranks, const Diagnosis& d) {
   return j;
 }
 
+// Exposition format: each metric's samples together under its one TYPE line.
 std::string prometheus(const Job& j) {
-  std::string o;
-  std::set<std::string> typed;
-  auto metric = [&](const std::string& name, const Rank& r, uint64_t v) {
+  std::map<std::string, std::string> by_metric;  // name -> its sample lines
+  auto sample = [&](const std::string& name, int rank, uint64_t v) {
     std::string m = "gradwire_" + name;
     for (char& ch : m)
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    if (typed.insert(m).second) o += "# TYPE " + m + " gauge\n";
-    o += m + "{job=\"" + j.id + "\",rank=\"" + std::to_string(r.rank) + "\"} " + std::to_string(v) +
-         "\n";
+    by_metric[m] += m + "{job=\"" + j.id + "\",rank=\"" + std::to_string(rank) + "\"} " +
+                    std::to_string(v) + "\n";
   };
   for (const Rank& r : j.ranks) {
-    metric("last_finished_seq", r, r.last_ok);
-    metric("last_started_seq", r, r.last_seen);
-    metric("broken", r, r.broken.empty() ? 0 : 1);
-    for (const auto& [k, v] : r.counters) metric(k, r, v);
+    sample("up", r.rank, 1);
+    sample("last_finished_seq", r.rank, r.last_ok);
+    sample("last_started_seq", r.rank, r.last_seen);
+    sample("broken", r.rank, r.broken.empty() ? 0 : 1);
+    for (const auto& [k, v] : r.counters) sample(k, r.rank, v);
   }
-  for (const Silent& s : j.silent) {
-    const std::string m = "gradwire_not_answering";
-    if (typed.insert(m).second) o += "# TYPE " + m + " gauge\n";
-    o += m + "{job=\"" + j.id + "\",rank=\"" + std::to_string(s.rank) + "\"} 1\n";
-  }
+  for (const Silent& s : j.silent) sample("up", s.rank, 0);  // its health socket did not answer
+  std::string o;
+  for (const auto& [m, lines] : by_metric) o += "# TYPE " + m + " gauge\n" + lines;
   return o;
 }
 
