@@ -15,6 +15,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "dpdk_options.h"
 #include "log.h"
 
 namespace gw::drv::dpdk {
@@ -52,22 +53,20 @@ std::map<std::string, Bus>& buses() {
 }  // namespace
 
 Result<std::vector<std::string>> eal_args(const Config& cfg) {
-  ConfigReader r(cfg);
+  EalOptions e;
+  GW_RETURN_IF_ERROR(read_eal_options(cfg, &e));
   std::vector<std::string> a = {"gradwire"};
-  std::string lcores = r.str("dpdk.lcores");
-  a.push_back("--lcores=" + (lcores.empty() || lcores == "auto" ? default_lcores() : lcores));
-  std::string prefix = r.str("dpdk.file_prefix");
-  a.push_back("--file-prefix=" + (prefix.empty() ? "gw" + std::to_string(::getpid()) : prefix));
-  if (r.flag("dpdk.no_huge")) a.push_back("--no-huge");
+  a.push_back("--lcores=" + (e.lcores.empty() || e.lcores == "auto" ? default_lcores() : e.lcores));
+  a.push_back("--file-prefix=" +
+              (e.file_prefix.empty() ? "gw" + std::to_string(::getpid()) : e.file_prefix));
+  if (e.no_huge) a.push_back("--no-huge");
   a.push_back("-m");
-  a.push_back(std::to_string(r.in("dpdk.memory_mb", 16, 1 << 20)));
-  if (!r.flag("dpdk.pci")) a.push_back("--no-pci");
-  if (std::string iova = r.one_of("dpdk.iova_mode", {"va", "pa", ""}); !iova.empty())
-    a.push_back("--iova-mode=" + iova);
-  a.push_back("--log-level=" + std::to_string(r.in("dpdk.log_level", 1, 8)));
-  std::istringstream extra(r.str("dpdk.eal_args"));
+  a.push_back(std::to_string(e.memory_mb));
+  if (!e.pci) a.push_back("--no-pci");
+  if (!e.iova_mode.empty()) a.push_back("--iova-mode=" + e.iova_mode);
+  a.push_back("--log-level=" + std::to_string(e.log_level));
+  std::istringstream extra(e.extra);
   for (std::string w; extra >> w;) a.push_back(w);
-  GW_RETURN_IF_ERROR(r.status());
   return a;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "dpdk_transport.h"
+#include "gw_driver_options.h"
 #include "gw_transport_driver.h"
 
 namespace gw::drv::dpdk {
@@ -24,132 +25,168 @@ int launcher_rank() {
 
 Result<std::unique_ptr<Transport>> open_dpdk(const Config& cfg) { return DpdkTransport::open(cfg); }
 
+// What read_options fills; role, socket and iface are appended to port.vdev.
+struct Settings {
+  PortOptions port;
+  Options opts;
+  Choices choices;
+  std::string role, socket, iface;
+};
+
+using Opt = OptionDef<Settings>;
+constexpr int64_t kHour = 3'600'000;  // ms
+constexpr auto kFaultTx = &Choices::tx;
+constexpr auto kFaultRx = &Choices::rx;
+
+// The EAL's arguments (eal_args, dpdk_eal.cc): a table of their own, read at EAL start.
+using EalOpt = OptionDef<EalOptions>;
+constexpr auto kEalOptions = std::to_array<EalOpt>({
+    EalOpt::text("lcores", "auto", to<&EalOptions::lcores>,
+                 "EAL --lcores (auto: lcore 0 may float on every CPU this process may use)"),
+    EalOpt::integer("memory_mb", "512", 16, 1 << 20, to<&EalOptions::memory_mb>,
+                    "EAL -m: memory reserved at start (MiB)"),
+    EalOpt::boolean("no_huge", "true", to<&EalOptions::no_huge>,
+                    "EAL --no-huge (false: use hugepages)"),
+    EalOpt::boolean("pci", "false", to<&EalOptions::pci>,
+                    "probe PCI devices (false: EAL --no-pci)"),
+    EalOpt::text("file_prefix", "", to<&EalOptions::file_prefix>,
+                 "EAL --file-prefix (empty: gw<pid>, unique per process so ranks share a host)"),
+    EalOpt::text("iova_mode", "va", to<&EalOptions::iova_mode>, "EAL --iova-mode (va|pa|empty)",
+                 "va|pa|"),
+    EalOpt::integer("log_level", "4", 1, 8, to<&EalOptions::log_level>,
+                    "EAL --log-level (1 critical .. 8 debug)"),
+    EalOpt::text("eal_args", "", to<&EalOptions::extra>, "extra EAL arguments, space separated"),
+});
+const OptionKeys kEalKeys{"dpdk", kEalOptions};
+
+constexpr auto kPortOptions = std::to_array<Opt>({
+    Opt::text("vdev", "", to<&Settings::port, &PortOptions::vdev>,
+              "virtual device with its arguments, ';' between them, e.g. "
+              "net_memif0;role=server;socket=/run/gw.sock or net_af_packet0;iface=veth0"),
+    Opt::text("role", "", to<&Settings::role>,
+              "memif role appended to dpdk.vdev (server|client|auto: server on launcher rank 0, "
+              "client elsewhere; for two-rank memif runs such as gw-coll-perf --ranks 2)"),
+    Opt::text("socket", "", to<&Settings::socket>, "memif socket path appended to dpdk.vdev"),
+    Opt::text("iface", "", to<&Settings::iface>, "af_packet interface appended to dpdk.vdev"),
+    Opt::text("ring", "", to<&Settings::port, &PortOptions::ring_bus>,
+              "in-process ring bus name: every transport of this process on the bus can reach "
+              "the others"),
+    Opt::text("device", "", to<&Settings::port, &PortOptions::device>,
+              "a probed device (PCI address) instead of a vdev"),
+    Opt::text("ip", "", to<&Settings::choices, &Choices::ip>,
+              "this transport's IPv4 address in frames (empty: 10.x.y.z from the MAC)"),
+    Opt::integer(
+        "udp_port", "47592", 1, 65535,
+        [](Settings& s, const OptionValue& v) {
+          s.opts.udp_port = htons(static_cast<uint16_t>(v.i));
+        },
+        "UDP port of this transport's frames"),
+    Opt::integer("mtu", "0", 0, 65000, to<&Settings::port, &PortOptions::mtu>,
+                 "MTU to set (0: the device's, 32860 on memif (32 KiB of payload per packet); "
+                 "9000 for jumbo frames elsewhere; memif takes up to 65000, both sides the same)"),
+    Opt::integer("rx_desc", "1024", 64, 16384, to<&Settings::port, &PortOptions::rx_desc>,
+                 "receive descriptors"),
+    Opt::integer("tx_desc", "1024", 64, 16384, to<&Settings::port, &PortOptions::tx_desc>,
+                 "transmit descriptors"),
+    Opt::integer("mbufs", "8191", 1023, 1 << 20, to<&Settings::port, &PortOptions::mbufs>,
+                 "mbufs per pool (one pool each for rx and tx)"),
+});
+
+constexpr auto kTransportOptions = std::to_array<Opt>({
+    Opt::integer("window", "0", 0, 4096, to<&Settings::choices, &Choices::window>,
+                 "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a "
+                 "ring bus, 128 above MTU 9000 (memif's default)); the receive buffer holds "
+                 "twice as many"),
+    Opt::integer("held_max", "4096", 0, 1 << 20, to<&Settings::opts, &Options::held_max>,
+                 "out-of-order packets held per transport before new ones are dropped"),
+    Opt::integer("max_endpoints", "1024", 1, 65535, to<&Settings::opts, &Options::max_endpoints>,
+                 "connections per transport"),
+    Opt::integer("rto_min_us", "2000", 50, kHour * 1000,
+                 scaled<1000, &Settings::opts, &Options::rto_min_ns>,
+                 "smallest retransmission timeout"),
+    Opt::integer("rto_max_ms", "200", 1, kHour,
+                 scaled<1'000'000, &Settings::opts, &Options::rto_max_ns>,
+                 "largest retransmission timeout (back-off cap)"),
+    Opt::integer("peer_timeout_ms", "1500", 10, kHour,
+                 scaled<1'000'000, &Settings::opts, &Options::peer_timeout_ns>,
+                 "heartbeat timeout: a peer silent this long while requests are pending is "
+                 "stopped, hung or gone (RemoteError naming it); its progress thread "
+                 "(transport.progress) keeps a rank that computes outside gradwire heard"),
+    Opt::integer("heartbeat_ms", "100", 1, kHour,
+                 scaled<1'000'000, &Settings::opts, &Options::heartbeat_ns>,
+                 "idle connections send an ack this often (the heartbeat; sent by the progress "
+                 "thread while the application computes)"),
+    Opt::integer("linger_ms", "50", 0, 60'000,
+                 scaled<1'000'000, &Settings::opts, &Options::linger_ns>,
+                 "a closing transport keeps its port this long when a peer had not closed, so "
+                 "that its last acks and FIN are read (memif frames vanish with the port)"),
+    // true/false: what the key took before "auto".
+    Opt::text("checksum", "auto", to<&Settings::choices, &Choices::checksum>,
+              "compute and check UDP checksums (auto: on, except on memif, shared memory "
+              "between two processes of one host, where loopback TCP checks none either, unless "
+              "corruption is injected; on|off, true|false)",
+              "auto|on|off|true|false|1|0"),
+    Opt::text("zero_copy", "auto", to<&Settings::choices, &Choices::zero_copy>,
+              "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)",
+              "auto|on|off"),
+    Opt::integer("zero_copy_min", "512", 1, 1 << 30, to<&Settings::opts, &Options::zero_copy_min>,
+                 "smallest segment sent zero-copy"),
+    Opt::integer("staging_rx_slots", "64", 1, 65536,
+                 to<&Settings::opts, &Options::staging_rx_slots>,
+                 "pinned packet-sized slots per transport for receives into device memory"),
+    Opt::integer("fault_seed", "1", 0, INT64_MAX, to<&Settings::choices, &Choices::fault_seed>,
+                 "seed of the fault injector"),
+    Opt::prob("rx_drop", to<&Settings::choices, kFaultRx, &FaultProbs::drop>,
+              "probability to drop a received packet"),
+    Opt::prob("rx_dup", to<&Settings::choices, kFaultRx, &FaultProbs::dup>,
+              "probability to duplicate a received packet"),
+    Opt::prob("rx_reorder", to<&Settings::choices, kFaultRx, &FaultProbs::reorder>,
+              "probability to delay a received packet"),
+    Opt::prob("rx_corrupt", to<&Settings::choices, kFaultRx, &FaultProbs::corrupt>,
+              "probability to flip a byte on receive"),
+    Opt::prob("tx_drop", to<&Settings::choices, kFaultTx, &FaultProbs::drop>,
+              "probability to drop a sent packet"),
+    Opt::prob("tx_dup", to<&Settings::choices, kFaultTx, &FaultProbs::dup>,
+              "probability to duplicate a sent packet"),
+    Opt::prob("tx_reorder", to<&Settings::choices, kFaultTx, &FaultProbs::reorder>,
+              "probability to delay a sent packet"),
+    Opt::prob("tx_corrupt", to<&Settings::choices, kFaultTx, &FaultProbs::corrupt>,
+              "probability to flip a byte on send"),
+});
+
+constexpr core::CommonOptionText kCommonText{
+    .staging_chunk_default = "262144",
+    .staging_chunk_help = "CUDA device memory is sent from pinned host windows of this size",
+    .staging_slots_help = "pinned send windows per endpoint",
+};
+
+constexpr auto kOptions =
+    join(join(core::common_options<Settings, &Settings::opts>(kCommonText), kPortOptions),
+         kTransportOptions);
+
 }  // namespace
 
-GW_REGISTER_DRIVER(
-    dpdk, 20, open_dpdk,
-    {"dpdk.vdev", ConfigType::kString, "",
-     "virtual device with its arguments, ';' between them, e.g. "
-     "net_memif0;role=server;socket=/run/gw.sock or net_af_packet0;iface=veth0"},
-    {"dpdk.role", ConfigType::kString, "",
-     "memif role appended to dpdk.vdev (server|client|auto: server on launcher rank 0, client "
-     "elsewhere; for two-rank memif runs such as gw-coll-perf --ranks 2)"},
-    {"dpdk.socket", ConfigType::kString, "", "memif socket path appended to dpdk.vdev"},
-    {"dpdk.iface", ConfigType::kString, "", "af_packet interface appended to dpdk.vdev"},
-    {"dpdk.ring", ConfigType::kString, "",
-     "in-process ring bus name: every transport of this process on the bus can reach the others"},
-    {"dpdk.device", ConfigType::kString, "", "a probed device (PCI address) instead of a vdev"},
-    {"dpdk.lcores", ConfigType::kString, "auto",
-     "EAL --lcores (auto: lcore 0 may float on every CPU this process may use)"},
-    {"dpdk.memory_mb", ConfigType::kInt, "512", "EAL -m: memory reserved at start (MiB)"},
-    {"dpdk.no_huge", ConfigType::kBool, "true", "EAL --no-huge (false: use hugepages)"},
-    {"dpdk.pci", ConfigType::kBool, "false", "probe PCI devices (false: EAL --no-pci)"},
-    {"dpdk.file_prefix", ConfigType::kString, "",
-     "EAL --file-prefix (empty: gw<pid>, unique per process so ranks share a host)"},
-    {"dpdk.iova_mode", ConfigType::kString, "va", "EAL --iova-mode (va|pa|empty)"},
-    {"dpdk.log_level", ConfigType::kInt, "4", "EAL --log-level (1 critical .. 8 debug)"},
-    {"dpdk.eal_args", ConfigType::kString, "", "extra EAL arguments, space separated"},
-    {"dpdk.ip", ConfigType::kString, "",
-     "this transport's IPv4 address in frames (empty: 10.x.y.z from the MAC)"},
-    {"dpdk.udp_port", ConfigType::kInt, "47592", "UDP port of this transport's frames"},
-    {"dpdk.mtu", ConfigType::kInt, "0",
-     "MTU to set (0: the device's, 32860 on memif (32 KiB of payload per packet); 9000 for "
-     "jumbo frames elsewhere; memif takes up to 65000, both sides the same)"},
-    {"dpdk.rx_desc", ConfigType::kInt, "1024", "receive descriptors"},
-    {"dpdk.tx_desc", ConfigType::kInt, "1024", "transmit descriptors"},
-    {"dpdk.mbufs", ConfigType::kInt, "8191", "mbufs per pool (one pool each for rx and tx)"},
-    {"dpdk.window", ConfigType::kInt, "0",
-     "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a ring bus, "
-     "128 above MTU 9000 (memif's default)); the receive buffer holds twice as many"},
-    {"dpdk.held_max", ConfigType::kInt, "4096",
-     "out-of-order packets held per transport before new ones are dropped"},
-    {"dpdk.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
-    {"dpdk.max_endpoints", ConfigType::kInt, "1024", "connections per transport"},
-    {"dpdk.cq_depth", ConfigType::kInt, "65536", "completions held before poll() drains them"},
-    {"dpdk.unexpected_bytes", ConfigType::kInt, "67108864",
-     "buffer for messages that arrive before their receive; beyond it the sender waits"},
-    {"dpdk.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
-    {"dpdk.rto_min_us", ConfigType::kInt, "2000", "smallest retransmission timeout"},
-    {"dpdk.rto_max_ms", ConfigType::kInt, "200", "largest retransmission timeout (back-off cap)"},
-    {"dpdk.peer_timeout_ms", ConfigType::kInt, "1500",
-     "heartbeat timeout: a peer silent this long while requests are pending is stopped, hung "
-     "or gone (RemoteError naming it); its progress thread (transport.progress) keeps a rank "
-     "that computes outside gradwire heard"},
-    {"dpdk.heartbeat_ms", ConfigType::kInt, "100",
-     "idle connections send an ack this often (the heartbeat; sent by the progress thread "
-     "while the application computes)"},
-    {"dpdk.linger_ms", ConfigType::kInt, "50",
-     "a closing transport keeps its port this long when a peer had not closed, so that its "
-     "last acks and FIN are read (memif frames vanish with the port)"},
-    {"dpdk.checksum", ConfigType::kString, "auto",
-     "compute and check UDP checksums (auto: on, except on memif, shared memory between two "
-     "processes of one host, where loopback TCP checks none either, unless corruption is "
-     "injected; on|off, true|false)"},
-    {"dpdk.zero_copy", ConfigType::kString, "auto",
-     "send payload as external mbufs (auto: where the port takes chained mbufs; on|off)"},
-    {"dpdk.zero_copy_min", ConfigType::kInt, "512", "smallest segment sent zero-copy"},
-    {"dpdk.staging_chunk_bytes", ConfigType::kInt, "262144",
-     "CUDA device memory is sent from pinned host windows of this size"},
-    {"dpdk.staging_slots", ConfigType::kInt, "8", "pinned send windows per endpoint"},
-    {"dpdk.staging_rx_slots", ConfigType::kInt, "64",
-     "pinned packet-sized slots per transport for receives into device memory"},
-    {"dpdk.fault_seed", ConfigType::kInt, "1", "seed of the fault injector"},
-    {"dpdk.rx_drop", ConfigType::kDouble, "0", "probability to drop a received packet"},
-    {"dpdk.rx_dup", ConfigType::kDouble, "0", "probability to duplicate a received packet"},
-    {"dpdk.rx_reorder", ConfigType::kDouble, "0", "probability to delay a received packet"},
-    {"dpdk.rx_corrupt", ConfigType::kDouble, "0", "probability to flip a byte on receive"},
-    {"dpdk.tx_drop", ConfigType::kDouble, "0", "probability to drop a sent packet"},
-    {"dpdk.tx_dup", ConfigType::kDouble, "0", "probability to duplicate a sent packet"},
-    {"dpdk.tx_reorder", ConfigType::kDouble, "0", "probability to delay a sent packet"},
-    {"dpdk.tx_corrupt", ConfigType::kDouble, "0", "probability to flip a byte on send"});
+GW_REGISTER_DRIVER(dpdk, 20, open_dpdk, kOptions);
+
+Status read_eal_options(const Config& cfg, EalOptions* e) {
+  return gw::read_options(cfg, "dpdk", kEalOptions, e);
+}
 
 Status read_options(const Config& cfg, PortOptions* po, Options* o, Choices* c) {
-  ConfigReader r(cfg);
-  po->vdev = r.str("dpdk.vdev");
-  for (auto [key, arg] : {std::pair{"dpdk.role", "role"}, std::pair{"dpdk.socket", "socket"},
-                          std::pair{"dpdk.iface", "iface"}}) {
-    std::string v = r.str(key);
-    if (v == "auto" && std::string(arg) == "role") v = launcher_rank() == 0 ? "server" : "client";
-    if (!v.empty()) po->vdev += std::string(";") + arg + "=" + v;
-  }
-  po->mtu = static_cast<int>(r.in("dpdk.mtu", 0, 65000));
-  po->ring_bus = r.str("dpdk.ring");
-  po->device = r.str("dpdk.device");
-  po->rx_desc = static_cast<int>(r.in("dpdk.rx_desc", 64, 16384));
-  po->tx_desc = static_cast<int>(r.in("dpdk.tx_desc", 64, 16384));
-  po->mbufs = static_cast<int>(r.in("dpdk.mbufs", 1023, 1 << 20));
-  c->window = r.in("dpdk.window", 0, 4096);
-  o->held_max = static_cast<int>(r.in("dpdk.held_max", 0, 1 << 20));
-  o->max_outstanding = static_cast<int>(r.in("dpdk.max_outstanding", 1, 1 << 20));
-  o->max_endpoints = static_cast<int>(r.in("dpdk.max_endpoints", 1, 65535));
-  o->cq_depth = static_cast<int>(r.in("dpdk.cq_depth", 16, 1 << 24));
-  o->unexpected_bytes = static_cast<uint64_t>(r.at_least("dpdk.unexpected_bytes", 0));
-  o->max_message = static_cast<uint64_t>(r.at_least("dpdk.max_message_bytes", 1));
-  constexpr int64_t kHour = 3'600'000;
-  o->rto_min_ns = static_cast<uint64_t>(r.in("dpdk.rto_min_us", 50, kHour * 1000)) * 1000;
-  o->rto_max_ns = std::max<uint64_t>(
-      o->rto_min_ns, static_cast<uint64_t>(r.in("dpdk.rto_max_ms", 1, kHour)) * 1'000'000);
-  o->peer_timeout_ns = static_cast<uint64_t>(r.in("dpdk.peer_timeout_ms", 10, kHour)) * 1'000'000;
-  o->linger_ns = static_cast<uint64_t>(r.in("dpdk.linger_ms", 0, 60'000)) * 1'000'000;
-  o->heartbeat_ns = static_cast<uint64_t>(r.in("dpdk.heartbeat_ms", 1, kHour)) * 1'000'000;
-  // true/false: what the key took before "auto".
-  c->checksum = r.one_of("dpdk.checksum", {"auto", "on", "off", "true", "false", "1", "0"});
-  if (c->checksum == "true" || c->checksum == "1") c->checksum = "on";
-  if (c->checksum == "false" || c->checksum == "0") c->checksum = "off";
-  o->zero_copy_min = static_cast<uint32_t>(r.in("dpdk.zero_copy_min", 1, 1 << 30));
-  c->zero_copy = r.one_of("dpdk.zero_copy", {"auto", "on", "off"});
-  o->udp_port = htons(static_cast<uint16_t>(r.in("dpdk.udp_port", 1, 65535)));
-  c->ip = r.str("dpdk.ip");
-  c->rx = {r.prob("dpdk.rx_drop"), r.prob("dpdk.rx_dup"), r.prob("dpdk.rx_reorder"),
-           r.prob("dpdk.rx_corrupt")};
-  c->tx = {r.prob("dpdk.tx_drop"), r.prob("dpdk.tx_dup"), r.prob("dpdk.tx_reorder"),
-           r.prob("dpdk.tx_corrupt")};
-  c->fault_seed = static_cast<uint64_t>(r.at_least("dpdk.fault_seed", 0));
-  o->staging.chunk_bytes =
-      static_cast<size_t>(r.in("dpdk.staging_chunk_bytes", 4096, int64_t{1} << 30));
-  o->staging.slots = static_cast<uint32_t>(r.in("dpdk.staging_slots", 1, 4096));
-  o->staging_rx_slots = static_cast<uint32_t>(r.in("dpdk.staging_rx_slots", 1, 65536));
-  return r.status();
+  Settings s{*po, *o, *c, {}, {}, {}};
+  GW_RETURN_IF_ERROR(gw::read_options(cfg, "dpdk", kOptions, &s));
+  if (s.role == "auto") s.role = launcher_rank() == 0 ? "server" : "client";
+  for (auto [arg, v] :
+       {std::pair{"role", &s.role}, std::pair{"socket", &s.socket}, std::pair{"iface", &s.iface}})
+    if (!v->empty()) s.port.vdev += std::string(";") + arg + "=" + *v;
+  s.opts.rto_max_ns = std::max(s.opts.rto_min_ns, s.opts.rto_max_ns);
+  std::string& cks = s.choices.checksum;
+  if (cks == "true" || cks == "1") cks = "on";
+  if (cks == "false" || cks == "0") cks = "off";
+  *po = std::move(s.port);
+  *o = s.opts;
+  *c = std::move(s.choices);
+  return Status();
 }
 
 }  // namespace gw::drv::dpdk

@@ -41,8 +41,17 @@ struct Choices {
   uint64_t fault_seed = 0;
 };
 
-/// Every [dpdk] key the transport reads (eal_args reads the EAL's), range-checked.
+/// The EAL's arguments from [dpdk].
+struct EalOptions {
+  std::string lcores, file_prefix, iova_mode, extra;
+  int memory_mb = 0, log_level = 0;
+  bool no_huge = true, pci = false;
+};
+
+/// Every [dpdk] key the transport reads (read_eal_options the EAL's), range-checked.
 /// @return InvalidArgument naming the key and its range.
 Status read_options(const Config& cfg, PortOptions* po, Options* o, Choices* c);
+/// The EAL's keys (eal_args). @return InvalidArgument naming the key and its range.
+Status read_eal_options(const Config& cfg, EalOptions* e);
 
 }  // namespace gw::drv::dpdk

@@ -1,13 +1,16 @@
 /// @file rdma_options.h
-/// The rdma transport's settings (read from [rdma] at open, rdma_transport.cc) and how a work
-/// request's wr_id says what completed.
+/// The rdma transport's settings (read from [rdma] at open by one table of keys,
+/// rdma_options.cc) and how a work request's wr_id says what completed.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "gw_config.h"
 #include "gw_staging.h"
 #include "gw_status.h"
 #include "gw_time.h"
+#include "rdma_device.h"
 
 namespace gw::drv::rdma {
 
@@ -23,13 +26,27 @@ struct Options {
   uint64_t min_stripe = 0;  // smallest stripe of a rendezvous message
   bool advertise = true;    // advertise receives posted ahead (rdma_advert.cc)
   uint64_t unexpected_bytes = 0;
-  size_t cq_depth = 0;  // completions held before poll() drains them
+  uint64_t max_message = 0;  // largest message accepted
+  size_t cq_depth = 0;       // completions held before poll() drains them
   uint8_t qp_timeout = 0, retry_cnt = 0, rnr_retry = 0;
   int hello_timeout_ms = 0;
   uint64_t heartbeat_ns = 0, peer_timeout_ns = 0;  // rdma_liveness.cc
   Nanos spin{0};                 // polling before a blocking wait sleeps, while traffic flows
   StagingPool::Options staging;  // CUDA memory without GPUDirect (rdma_staging.cc)
 };
+/// What RdmaTransport::init reads: the transport's settings, the device and the control
+/// connection's interface.
+struct Settings {
+  Options opts;
+  DeviceWish wish;
+  std::string ctrl_iface;
+  size_t reg_cache_entries = 0;
+};
+
+/// Every [rdma] key but rdma.gpu and rdma.gpu_strict (probe_gpu's), range-checked.
+/// @return InvalidArgument naming the first bad key, where its value came from and its range.
+Status read_options(const Config& cfg, Settings* s);
+
 /// Pinned staging buffers per endpoint at most (their index fits a work request id).
 inline constexpr int64_t kMaxStagingSlots = 256;
 

@@ -1,5 +1,5 @@
-// RdmaTransport: configuration, device resources, control listener, connection set-up,
-// progress loop, registration.
+// RdmaTransport: device resources, control listener, connection set-up, progress loop; its
+// keys and registration are in rdma_options.cc.
 #include "rdma_transport.h"
 
 #include <arpa/inet.h>
@@ -11,7 +11,6 @@
 
 #include <cstring>
 
-#include "gw_transport_driver.h"
 #include "log.h"
 #include "rdma_endpoint.h"
 #include "rdma_gpu.h"
@@ -21,65 +20,7 @@ namespace {
 
 constexpr int kPollBatch = 32;
 
-Result<std::unique_ptr<Transport>> open_rdma(const Config& cfg) { return RdmaTransport::open(cfg); }
-
 }  // namespace
-
-GW_REGISTER_DRIVER(
-    rdma, 30, open_rdma,
-    {"rdma.dev", ConfigType::kString, "", "device by name, e.g. rxe0 (empty: first active)"},
-    {"rdma.port", ConfigType::kInt, "0", "port number (0: first active)"},
-    {"rdma.gid_index", ConfigType::kInt, "-1",
-     "GID index (-1: a RoCE v2 GID with an IPv4 address, else any RoCE v2, else 0)"},
-    {"rdma.ctrl_iface", ConfigType::kString, "",
-     "interface of the TCP control connection (empty: the GID's IPv4 address, else as tcp)"},
-    {"rdma.eager_bytes", ConfigType::kInt, "8192",
-     "largest message sent eagerly; larger ones use rendezvous (RDMA WRITE with immediate); "
-     "measured on rxe: eager is faster up to 8 KiB, rendezvous from 16 KiB"},
-    {"rdma.recv_depth", ConfigType::kInt, "128", "receive buffers per queue pair (credits)"},
-    {"rdma.sq_depth", ConfigType::kInt, "256", "send work requests per queue pair"},
-    {"rdma.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
-    {"rdma.max_inline", ConfigType::kInt, "256", "inline data asked of the device (bytes)"},
-    {"rdma.write_chunk_bytes", ConfigType::kInt, "1048576", "bytes per RDMA WRITE"},
-    {"rdma.qps_per_conn", ConfigType::kInt, "1",
-     "queue pairs per connection (1..8): rendezvous data is striped over them"},
-    {"rdma.advertise", ConfigType::kBool, "true",
-     "advertise receives posted ahead, so same-sized sends write into them at once"},
-    {"rdma.min_stripe_bytes", ConfigType::kInt, "16384",
-     "smallest stripe: a message is spread over at most len / this queue pairs"},
-    {"rdma.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
-    {"rdma.unexpected_bytes", ConfigType::kInt, "67108864",
-     "bytes of messages held before their receives are posted; beyond it a message waits in "
-     "its receive buffer and the sender runs out of credits (back-pressure)"},
-    {"rdma.cq_depth", ConfigType::kInt, "65536",
-     "completions held before poll() drains them; posting beyond it takes no more requests"},
-    {"rdma.qp_timeout", ConfigType::kInt, "16",
-     "local ACK timeout exponent: 4.096 us * 2^n (1..30)"},
-    {"rdma.retry_cnt", ConfigType::kInt, "7", "transport retries before a send fails (0..7)"},
-    {"rdma.rnr_retry", ConfigType::kInt, "6",
-     "receiver-not-ready retries (0..6; 7 would mean forever and is refused)"},
-    {"rdma.reg_cache_entries", ConfigType::kInt, "256", "registrations kept in the cache"},
-    {"rdma.spin_us", ConfigType::kInt, "100",
-     "a blocking wait polls this long before sleeping on the completion channel, while "
-     "completions keep coming (0: sleep at once)"},
-    {"rdma.heartbeat_ms", ConfigType::kInt, "100",
-     "while the progress thread runs (transport.progress), each control connection carries a "
-     "heartbeat this often"},
-    {"rdma.peer_timeout_ms", ConfigType::kInt, "1500",
-     "heartbeat timeout: a peer whose progress thread runs and that sent no heartbeat for this "
-     "long while requests wait on it is named stopped or hung (the NIC acks for a stopped "
-     "process, so nothing else would say so before coll.timeout_ms)"},
-    {"rdma.hello_timeout_ms", ConfigType::kInt, "5000",
-     "an accepted control connection must send its hello within this time"},
-    {"rdma.gpu", ConfigType::kString, "auto",
-     "CUDA memory: auto, dmabuf, peermem or staging (pinned host buffers)"},
-    {"rdma.gpu_strict", ConfigType::kBool, "false",
-     "refuse CUDA memory instead of staging it when no GPUDirect path exists"},
-    {"rdma.staging_chunk_bytes", ConfigType::kInt, "524288",
-     "staging without GPUDirect: bytes per pinned buffer (one receive window, one copy)"},
-    {"rdma.staging_slots", ConfigType::kInt, "8",
-     "staging without GPUDirect: pinned buffers per endpoint and direction (1..256), copies in "
-     "flight"});
 
 Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport());
@@ -89,45 +30,18 @@ Result<std::unique_ptr<Transport>> RdmaTransport::open(const Config& cfg) {
 
 Status RdmaTransport::init(const Config& cfg) {
   log_ = log::get("gw.drv.rdma");
-  ConfigReader r(cfg);
-  opts_.eager_bytes = static_cast<uint32_t>(r.in("rdma.eager_bytes", 0, 1 << 20));
-  opts_.recv_depth = static_cast<uint32_t>(r.in("rdma.recv_depth", 4, 1 << 15));
-  opts_.sq_depth = static_cast<uint32_t>(r.in("rdma.sq_depth", 4, 1 << 15));
-  opts_.max_outstanding = static_cast<uint32_t>(r.in("rdma.max_outstanding", 1, 1 << 20));
-  opts_.max_inline = static_cast<uint32_t>(r.in("rdma.max_inline", 0, 4096));
-  opts_.write_chunk = static_cast<uint64_t>(r.in("rdma.write_chunk_bytes", 4096, 1 << 30));
-  opts_.qp_timeout =
-      static_cast<uint8_t>(r.in("rdma.qp_timeout", 1, 30, " (0 would wait forever)"));
-  opts_.retry_cnt = static_cast<uint8_t>(r.in("rdma.retry_cnt", 0, 7));
-  opts_.rnr_retry =
-      static_cast<uint8_t>(r.in("rdma.rnr_retry", 0, 6, " (7 means retry forever: refused)"));
-  const auto rce = static_cast<size_t>(r.in("rdma.reg_cache_entries", 1, 1 << 20));
-  opts_.qps = static_cast<uint32_t>(r.in("rdma.qps_per_conn", 1, kMaxQps));
-  opts_.min_stripe = static_cast<uint64_t>(r.in("rdma.min_stripe_bytes", 4096, int64_t{1} << 30));
-  opts_.staging = {static_cast<size_t>(r.in("rdma.staging_chunk_bytes", 4096, 1 << 30)),
-                   static_cast<uint32_t>(r.in("rdma.staging_slots", 1, kMaxStagingSlots))};
-  opts_.advertise = r.flag("rdma.advertise");
-  opts_.unexpected_bytes = static_cast<uint64_t>(r.at_least("rdma.unexpected_bytes", 0));
-  opts_.cq_depth = static_cast<size_t>(r.in("rdma.cq_depth", 16, 1 << 24));
-  opts_.hello_timeout_ms = static_cast<int>(r.in("rdma.hello_timeout_ms", 1, 3'600'000));
-  opts_.heartbeat_ns = static_cast<uint64_t>(r.in("rdma.heartbeat_ms", 10, 60'000)) * 1'000'000;
-  opts_.peer_timeout_ns =
-      static_cast<uint64_t>(r.in("rdma.peer_timeout_ms", 50, 3'600'000)) * 1'000'000;
+  Settings set;
+  GW_RETURN_IF_ERROR(read_options(cfg, &set));
+  opts_ = set.opts;
   if (opts_.peer_timeout_ns < 3 * opts_.heartbeat_ns) {
     return Status(Code::kInvalidArgument,
                   "rdma.peer_timeout_ms must be at least 3 x rdma.heartbeat_ms (a late heartbeat "
                   "or two must not name a live peer)");
   }
-  opts_.spin = Nanos(r.in("rdma.spin_us", 0, 1000000) * 1000);
-  const auto max_message = static_cast<size_t>(r.at_least("rdma.max_message_bytes", 1));
-  DeviceWish wish{r.str("rdma.dev"), static_cast<int>(r.in("rdma.port", 0, 255)),
-                  static_cast<int>(r.in("rdma.gid_index", -1, 65535))};
-  const std::string iface = r.str("rdma.ctrl_iface");
-  GW_RETURN_IF_ERROR(r.status());
 
-  GW_ASSIGN_OR_RETURN(dev_, open_device(wish));
+  GW_ASSIGN_OR_RETURN(dev_, open_device(set.wish));
   GW_RETURN_IF_ERROR(init_verbs());
-  regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, rce);
+  regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, set.reg_cache_entries);
   // Pulls register their bounce buffers through the cache (rdma_unexpected.cc): a buffer the
   // store keeps is registered once; one it frees must leave the cache first.
   store().set_free_hook(
@@ -135,13 +49,13 @@ Status RdmaTransport::init(const Config& cfg) {
       regcache_.get());
 
   // Control listener: on the GID's IPv4 address when it has one.
-  if (dev_.ipv4 != 0 && iface.empty()) {
+  if (dev_.ipv4 != 0 && set.ctrl_iface.empty()) {
     auto* sin = reinterpret_cast<sockaddr_in*>(&ctrl_local_.ss);
     sin->sin_family = AF_INET;
     sin->sin_addr.s_addr = dev_.ipv4;
     ctrl_local_.len = sizeof(sockaddr_in);
   } else {
-    GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, "", "auto"));
+    GW_ASSIGN_OR_RETURN(auto local, choose_local(set.ctrl_iface, "", "auto"));
     ctrl_local_ = local.addr;
   }
   GW_RETURN_IF_ERROR(listener_.open(
@@ -189,7 +103,7 @@ Status RdmaTransport::init(const Config& cfg) {
   props_.link_speed_mbps = dev_.speed_mbps;
   props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
   if (gpu.zero_copy) props_.zero_copy_kinds.push_back(MemKind::kCudaDevice);
-  props_.max_message_size = max_message;
+  props_.max_message_size = opts_.max_message;
   props_.one_sided = true;
   props_.requires_registration = false;  // unregistered buffers go through the cache
   props_.max_outstanding = opts_.max_outstanding;

@@ -1,4 +1,5 @@
-// TcpTransport: configuration, listening, connection set-up, progress loop, registration.
+// TcpTransport: listening, connection set-up, progress loop; its keys and registration are in
+// tcp_options.cc.
 #include "tcp_transport.h"
 
 #include <poll.h>
@@ -9,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "gw_transport_driver.h"
 #include "log.h"
 #include "tcp_endpoint.h"
 
@@ -17,8 +17,6 @@ namespace gw::drv::tcp {
 namespace {
 
 constexpr const char* kTlsFix = "is tcp.tls=on on every rank, with the same GW_AUTH_KEY?";
-
-Result<std::unique_ptr<Transport>> open_tcp(const Config& cfg) { return TcpTransport::open(cfg); }
 
 uint64_t link_speed(const std::string& iface) {
   std::ifstream f("/sys/class/net/" + iface + "/speed");
@@ -28,43 +26,6 @@ uint64_t link_speed(const std::string& iface) {
 
 }  // namespace
 
-GW_REGISTER_DRIVER(
-    tcp, 10, open_tcp,
-    {"tcp.iface", ConfigType::kString, "", "interface by name (empty: see tcp.subnet)"},
-    {"tcp.subnet", ConfigType::kString, "",
-     "interface by subnet, e.g. 10.0.0.0/8 (empty: first up non-loopback, else lo)"},
-    {"tcp.family", ConfigType::kString, "auto", "inet, inet6 or auto"},
-    {"tcp.port", ConfigType::kInt, "0", "listening port (0: any free port)"},
-    {"tcp.streams", ConfigType::kInt, "1", "TCP connections per peer (1..64)"},
-    {"tcp.stripe_min_bytes", ConfigType::kInt, "262144",
-     "messages at least this big are striped across the streams"},
-    {"tcp.unexpected_bytes", ConfigType::kInt, "67108864",
-     "buffer for messages that arrive before their receive; beyond it the sender waits"},
-    {"tcp.max_message_bytes", ConfigType::kInt, "1099511627776", "largest message accepted"},
-    {"tcp.max_outstanding", ConfigType::kInt, "1024", "posted sends (and receives) per endpoint"},
-    {"tcp.cq_depth", ConfigType::kInt, "65536", "completions held before poll() drains them"},
-    {"tcp.sndbuf", ConfigType::kInt, "0", "SO_SNDBUF bytes (0: kernel autotuning)"},
-    {"tcp.rcvbuf", ConfigType::kInt, "0", "SO_RCVBUF bytes (0: kernel autotuning)"},
-    {"tcp.user_timeout_ms", ConfigType::kInt, "10000",
-     "TCP_USER_TIMEOUT: unacknowledged data this long means the peer is dead"},
-    {"tcp.keepalive_s", ConfigType::kInt, "2",
-     "keepalive probe interval, so an idle dead peer is found (0: off)"},
-    {"tcp.hello_timeout_ms", ConfigType::kInt, "5000",
-     "an accepted connection must identify itself within this time"},
-    {"tcp.heartbeat_ms", ConfigType::kInt, "100",
-     "while its progress thread runs (transport.progress), a rank sends each peer a "
-     "heartbeat this often"},
-    {"tcp.peer_timeout_ms", ConfigType::kInt, "1500",
-     "a peer whose progress thread runs and that sent nothing for this long while requests "
-     "wait on it is stopped or hung: its endpoint fails naming it"},
-    {"tcp.staging_chunk_bytes", ConfigType::kInt, "524288",
-     "CUDA device memory is staged through pinned host slots of this size"},
-    {"tcp.staging_slots", ConfigType::kInt, "8",
-     "pinned staging slots per endpoint (send) and per transport (receive)"},
-    {"tcp.tls", ConfigType::kString, "off",
-     "on: TLS 1.3 on every stream, keyed by the job's GW_AUTH_KEY (pre-shared key); "
-     "every rank must set it alike"});
-
 Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
   std::unique_ptr<TcpTransport> t(new TcpTransport());
   GW_RETURN_IF_ERROR(t->init(cfg));
@@ -73,36 +34,17 @@ Result<std::unique_ptr<Transport>> TcpTransport::open(const Config& cfg) {
 
 Status TcpTransport::init(const Config& cfg) {
   log_ = log::get("gw.drv.tcp");
-  ConfigReader r(cfg);
-  opts_.streams = static_cast<int>(r.in("tcp.streams", 1, static_cast<int64_t>(kMaxStreams)));
-  opts_.stripe_min = static_cast<uint64_t>(r.at_least("tcp.stripe_min_bytes", 1));
-  opts_.unexpected_bytes = static_cast<uint64_t>(r.at_least("tcp.unexpected_bytes", 0));
-  opts_.max_message = static_cast<uint64_t>(r.at_least("tcp.max_message_bytes", 1));
-  opts_.max_outstanding = static_cast<int>(r.in("tcp.max_outstanding", 1, 1 << 20));
-  opts_.cq_depth = static_cast<int>(r.in("tcp.cq_depth", 16, 1 << 24));
-  opts_.hello_timeout_ms = static_cast<int>(r.in("tcp.hello_timeout_ms", 1, 3'600'000));
-  opts_.heartbeat_ns = static_cast<uint64_t>(r.in("tcp.heartbeat_ms", 10, 60'000)) * 1'000'000;
-  opts_.peer_timeout_ns =
-      static_cast<uint64_t>(r.in("tcp.peer_timeout_ms", 100, 3'600'000)) * 1'000'000;
-  opts_.sock.sndbuf = static_cast<int>(r.in("tcp.sndbuf", 0, INT32_MAX));
-  opts_.sock.rcvbuf = static_cast<int>(r.in("tcp.rcvbuf", 0, INT32_MAX));
-  opts_.sock.user_timeout_ms = static_cast<int>(r.in("tcp.user_timeout_ms", 0, INT32_MAX));
-  opts_.sock.keepalive_s = static_cast<int>(r.in("tcp.keepalive_s", 0, 32767));
-  opts_.staging.chunk_bytes = static_cast<size_t>(r.in("tcp.staging_chunk_bytes", 4096, 1 << 30));
-  opts_.staging.slots = static_cast<uint32_t>(r.in("tcp.staging_slots", 1, 4096));
-  const std::string iface = r.str("tcp.iface"), subnet = r.str("tcp.subnet");
-  const std::string family = r.one_of("tcp.family", {"auto", "inet", "inet6"});
-  const auto port = static_cast<uint16_t>(r.in("tcp.port", 0, 65535));
-  opts_.tls = r.one_of("tcp.tls", {"off", "on"}) == "on";
-  GW_RETURN_IF_ERROR(r.status());
+  Settings set;
+  GW_RETURN_IF_ERROR(read_options(cfg, &set));
+  opts_ = set.opts;
   if (auto dev = device_ops(); dev.ok())
     dev_ = *dev;
   else
     dev_why_ = std::string(dev.status().message());
 
-  GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, subnet, family));
+  GW_ASSIGN_OR_RETURN(auto local, choose_local(set.iface, set.subnet, set.family));
   local_ = local.addr;
-  local_.set_port(port);
+  local_.set_port(set.port);
   GW_RETURN_IF_ERROR(listener_.open(
       "tcp", log_, local_, sizeof(FrameHeader), opts_.hello_timeout_ms,
       [this](const uint8_t* b) -> const char* {

@@ -19,6 +19,7 @@
 #include "gw_socket.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
+#include "tcp_options.h"
 #include "tcp_slots.h"
 #include "tcp_stream.h"
 #include "tcp_tls.h"
@@ -32,20 +33,6 @@ namespace gw::drv::tcp {
 
 class TcpTransport;
 class TcpEndpoint;
-
-struct Options {
-  int streams = 1;
-  uint64_t stripe_min = 0;
-  uint64_t unexpected_bytes = 0;
-  uint64_t max_message = 0;
-  int max_outstanding = 0;
-  int cq_depth = 0;
-  int hello_timeout_ms = 0;
-  uint64_t heartbeat_ns = 0, peer_timeout_ns = 0;
-  bool tls = false;
-  StagingPool::Options staging;
-  StreamOptions sock;
-};
 
 /// A host-to-device copy of a received slot, in flight.
 struct RxCopy {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gw_config.h"
+#include "gw_options.h"
 
 extern char** environ;
 
@@ -325,8 +326,7 @@ std::string ConfigReader::str(std::string_view key) {
   return "";
 }
 
-std::string ConfigReader::one_of(std::string_view key,
-                                 std::initializer_list<std::string_view> choices) {
+std::string ConfigReader::one_of(std::string_view key, std::span<const std::string_view> choices) {
   std::string s = str(key);
   std::string list;
   for (auto c : choices) {
@@ -334,7 +334,46 @@ std::string ConfigReader::one_of(std::string_view key,
     list += (list.empty() ? "" : ", ") + std::string(c);
   }
   bad(key, "'" + s + "'", "one of " + list);
-  return std::string(*choices.begin());
+  return std::string(choices.front());
+}
+
+// --- option tables (gw_options.h) ---
+
+void declare_option(std::string_view section, const OptionSpec& spec) {
+  ConfigKeyDef def{nullptr, spec.type, spec.default_value, spec.help};
+  auto it = schema().emplace(std::string(section) + "." + spec.name, def).first;
+  it->second.key = it->first.c_str();  // a map key does not move
+}
+
+OptionValue read_option(ConfigReader& r, std::string_view section, const OptionSpec& spec) {
+  const std::string key = std::string(section) + "." + spec.name;
+  OptionValue v;
+  switch (spec.type) {
+    case ConfigType::kInt:
+      v.i = r.in(key, spec.lo, spec.hi, spec.why);
+      break;
+    case ConfigType::kBool:
+      v.b = r.flag(key);
+      break;
+    case ConfigType::kDouble:
+      v.d = r.prob(key);
+      break;
+    case ConfigType::kString:
+      if (!spec.choices) {
+        v.s = r.str(key);
+        break;
+      }
+      std::vector<std::string_view> choices;
+      for (std::string_view c = spec.choices;;) {
+        const auto bar = c.find('|');
+        choices.push_back(c.substr(0, bar));
+        if (bar == std::string_view::npos) break;
+        c.remove_prefix(bar + 1);
+      }
+      v.s = r.one_of(key, choices);
+      break;
+  }
+  return v;
 }
 
 std::string Config::dump() const {

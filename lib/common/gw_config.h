@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,7 +85,10 @@ class ConfigReader {
   bool flag(std::string_view key);
   std::string str(std::string_view key);
   /// One of `choices` (e.g. {"auto", "on", "off"}).
-  std::string one_of(std::string_view key, std::initializer_list<std::string_view> choices);
+  std::string one_of(std::string_view key, std::initializer_list<std::string_view> choices) {
+    return one_of(key, std::span(choices.begin(), choices.size()));
+  }
+  std::string one_of(std::string_view key, std::span<const std::string_view> choices);
   const Status& status() const { return st_; }
 
  private:

@@ -49,6 +49,7 @@
 #include <memory>
 
 #include "gw_config.h"
+#include "gw_options.h"
 #include "gw_transport.h"
 
 namespace gw {
@@ -63,7 +64,8 @@ class DriverRegistrar {
 
 }  // namespace gw
 
-/// GW_REGISTER_DRIVER(tcp, 10, open_fn, {"tcp.streams", kInt, "1", "help"}, ...)
-#define GW_REGISTER_DRIVER(name, priority, open_fn, ...) \
-  GW_CONFIG_KEYS(name, __VA_ARGS__);                     \
+/// GW_REGISTER_DRIVER(tcp, 10, open_fn, kOptions): `kOptions` is the driver's option table
+/// (gw_options.h; its keys are declared as "tcp.<name>"), constant so that it is ready first.
+#define GW_REGISTER_DRIVER(name, priority, open_fn, table)           \
+  static const ::gw::OptionKeys gw_option_keys_##name{#name, table}; \
   static const ::gw::DriverRegistrar gw_driver_##name { #name, priority, open_fn }
