@@ -91,6 +91,14 @@ def main():
         for r in range(N):
             check(f'gradwire_bytes_sent{{job="{job}",rank="{r}"}}' in prom,
                   f"Prometheus text has rank {r}'s bytes_sent", prom + err)
+        # Exposition format: one TYPE line per metric, its samples right after it.
+        lines = prom.splitlines()
+        types = [ln.split()[2] for ln in lines if ln.startswith("# TYPE ")]
+        check(len(types) == len(set(types)) and "gradwire_up" in types,
+              "each metric has one TYPE line", prom)
+        at = lines.index("# TYPE gradwire_bytes_sent gauge")
+        check(all(ln.startswith("gradwire_bytes_sent{") for ln in lines[at + 1:at + 1 + N]),
+              "bytes_sent's samples of all ranks follow its TYPE line", prom)
         # Rank 1 computes 4 s before allreduce #60 (~20 ms a call: about 1.2 s in).
         seen, end = None, time.monotonic() + 15
         while time.monotonic() < end:
