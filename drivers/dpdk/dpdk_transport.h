@@ -76,6 +76,10 @@ class DpdkTransport final : public Transport {
   std::map<std::string, uint64_t> stats() const override;
   /// Any thread: the core's latch; a sleeping idle_wait() sees it within its 1 ms back-off.
   Status abort(std::string_view reason) override;
+  Result<size_t> cancel_tags(uint64_t mask, uint64_t value) override {
+    return core_.cancel_tags(mask, value);
+  }
+  void accept_tags(uint64_t mask, uint64_t value) override { core_.accept_tags(mask, value); }
   /// The driving thread carries out Transport::abort: each endpoint tells its peer (FIN) and
   /// fails with it.
   void abort_now();

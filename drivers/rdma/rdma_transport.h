@@ -77,6 +77,10 @@ class RdmaTransport final : public Transport {
   std::map<std::string, uint64_t> stats() const override;
   /// Any thread: the abort latch, then wake_fd_ wakes a progress asleep in epoll.
   Status abort(std::string_view reason) override;
+  Result<size_t> cancel_tags(uint64_t mask, uint64_t value) override {
+    return core_.cancel_tags(mask, value);
+  }
+  void accept_tags(uint64_t mask, uint64_t value) override { core_.accept_tags(mask, value); }
 
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);

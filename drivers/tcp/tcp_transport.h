@@ -66,6 +66,10 @@ class TcpTransport final : public Transport {
   std::map<std::string, uint64_t> stats() const override;
   /// Any thread: the core's latch, then a write to wake_ wakes a progress asleep in epoll.
   Status abort(std::string_view reason) override;
+  Result<size_t> cancel_tags(uint64_t mask, uint64_t value) override {
+    return core_.cancel_tags(mask, value);
+  }
+  void accept_tags(uint64_t mask, uint64_t value) override { core_.accept_tags(mask, value); }
 
   // --- used by TcpEndpoint and the data path ---
   /// Progress; `timeout_ms` > 0 sleeps in epoll_wait first. With timeout 0 and at most

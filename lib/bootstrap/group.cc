@@ -78,6 +78,7 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   g->size_ = size;
   g->store_ = std::move(store);
   g->transport_ = std::move(transport);
+  g->prefix_ = prefix;
   g->eps_.resize(static_cast<size_t>(size));
   g->hosts_.assign(static_cast<size_t>(size), 0);
   if (size == 1) {
@@ -182,6 +183,43 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   for (int p = rank + 1; p < size; ++p) GW_RETURN_IF_ERROR(connect(p));
   for (int p = 0; p < rank; ++p) GW_RETURN_IF_ERROR(connect(p));
   lg->debug("{}: connected to {} peers over {}", where, size - 1, driver);
+  return g;
+}
+
+Result<std::unique_ptr<Group>> Group::shrink(std::span<const int> keep) {
+  int me = -1;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= size_ || (i > 0 && keep[i] <= keep[i - 1])) {
+      return Status(Code::kInvalidArgument, "group rank " + std::to_string(rank_) +
+                                                ": shrink needs sorted ranks below " +
+                                                std::to_string(size_));
+    }
+    if (keep[i] == rank_) me = static_cast<int>(i);
+  }
+  if (me < 0) {
+    return Status(Code::kInvalidArgument,
+                  "group rank " + std::to_string(rank_) + ": shrink without this rank");
+  }
+  std::unique_ptr<Group> g(new Group());
+  g->rank_ = me;
+  g->size_ = static_cast<int>(keep.size());
+  g->job_id_ = job_id_;
+  g->epoch_ = epoch_ + 1;
+  g->prefix_ = prefix_ + ".s" + std::to_string(g->epoch_);
+  g->store_ = store_;
+  g->transport_ = transport_;
+  g->parents_.assign(keep.begin(), keep.end());
+  g->eps_.resize(keep.size());
+  std::map<int, int> host_ids;  // renumbered in the order of each host's lowest rank
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const auto old = static_cast<size_t>(keep[i]);
+    g->hosts_.push_back(
+        host_ids.emplace(hosts_[old], static_cast<int>(host_ids.size())).first->second);
+    if (static_cast<int>(i) == me) continue;
+    g->eps_[i] = eps_[old];
+    g->eps_[i]->rename(static_cast<uint32_t>(i), "rank " + std::to_string(i));
+  }
+  g->num_hosts_ = static_cast<int>(host_ids.size());
   return g;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ class Group {
                                                const std::string& prefix = "gw",
                                                const std::string& host = "");
 
+  /// The survivors' group: the ranks of `keep` (sorted ranks of this group, this rank among
+  /// them) renumbered 0..keep.size()-1 in order, over this group's transport and the
+  /// endpoints to them -- no rendezvous, no connection. Endpoints and transport are shared:
+  /// both groups stay valid, in either order of destruction. The new group's epoch() is this
+  /// one's + 1 and its prefix "<prefix>.s<epoch>". Communicator::shrink decides `keep` with
+  /// the other ranks; call this directly only with a set every survivor agrees on.
+  /// @return InvalidArgument (unsorted, out of range, without this rank).
+  Result<std::unique_ptr<Group>> shrink(std::span<const int> keep);
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// Endpoint to `peer` (peer != rank()).
@@ -47,6 +57,15 @@ class Group {
   /// The same on every rank of the group, different for groups alive at once (a hash of rank
   /// 0's address): names the job to tools (gw-doctor --live).
   uint64_t job_id() const { return job_id_; }
+  /// How many shrinks made this group (0: Group::create); communicators put it in their tags.
+  uint32_t epoch() const { return epoch_; }
+  /// Numbers the communicators made on this group (the same on every rank when every rank
+  /// makes them in the same order).
+  uint32_t next_comm() { return comms_++; }
+  /// This group's store prefix ("gw" by default).
+  const std::string& prefix() const { return prefix_; }
+  /// Rank `r`'s rank in the group this one was shrunk from (r itself for a created group).
+  int parent_rank(int r) const { return parents_.empty() ? r : parents_[static_cast<size_t>(r)]; }
   Transport& transport() { return *transport_; }
   Store& store() { return *store_; }
   const std::shared_ptr<Store>& store_ptr() const { return store_; }
@@ -57,10 +76,13 @@ class Group {
   int size_ = 0;
   int num_hosts_ = 1;
   uint64_t job_id_ = 0;
-  std::vector<int> hosts_;
+  uint32_t epoch_ = 0, comms_ = 0;
+  std::string prefix_;
+  std::vector<int> hosts_, parents_;
   std::shared_ptr<Store> store_;
-  std::unique_ptr<Transport> transport_;  // declared before eps_: endpoints die first
-  std::vector<std::unique_ptr<Endpoint>> eps_;
+  // Shared with the groups shrunk from this one. Declared before eps_: endpoints die first.
+  std::shared_ptr<Transport> transport_;
+  std::vector<std::shared_ptr<Endpoint>> eps_;
 };
 
 }  // namespace gw

@@ -20,7 +20,6 @@
 namespace gw::coll {
 namespace {
 
-constexpr uint64_t kDevTagMagic = 0xC1ull << 56;
 constexpr uint64_t kDevWrMagic = 0xFDull << 56;
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -172,7 +171,7 @@ Status DeviceRing::setup(const void* send, void* recv) {
 }
 
 Status DeviceRing::post() {
-  auto tag = [&](uint32_t u) { return kDevTagMagic | (uint64_t{op_.seq & 0xFFFFFF} << 32) | u; };
+  auto tag = [&](uint32_t u) { return make_tag(0xC1, im_.epoch, op_.seq, u); };
   while (next_send_ < units_ && inflight_s_ < im_.max_outstanding && dep_done(next_send_)) {
     // Reduce-scatter sends stay within `depth` units of this rank's own reductions: the next
     // rank frees scratch slots at the same pace, and a chunk that arrives before its slot is

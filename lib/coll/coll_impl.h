@@ -23,7 +23,10 @@ namespace gw {
 struct Communicator::Impl {
   static constexpr int kSlots = Communicator::kMaxInFlight;
 
+  std::unique_ptr<Group> owned;  ///< a shrunk communicator's group; first: destroyed last
   Group& group;
+  CommOptions opts;      ///< as given to create() (shrink passes them on)
+  bool drained = false;  ///< shrink() took back every request of this communicator
   int rank = 0, n = 1;
   size_t chunk_bytes = 0, rd_max_bytes = 0;
   uint32_t depth = 4;
@@ -39,6 +42,8 @@ struct Communicator::Impl {
   DeviceBuffer dev_fusion, dev_work;  ///< device ring: fused buckets, reduce-scatter
   uint32_t max_outstanding = 64;
   uint32_t seq = 0;
+  uint32_t epoch = 0;       ///< group.epoch(), in every tag
+  uint32_t comm_index = 0;  ///< Group::next_comm(): names this communicator's shrink keys
   Status broken;
   // Hierarchy (coll_hier.cc): ranks of this host, and of this local index on every host.
   bool hier_ok = false;
@@ -106,6 +111,8 @@ struct Communicator::Impl {
   ~Impl();
   /// What destruction does before freeing: a pending abort, the settle error, the notices.
   void shutdown();
+  /// Requests of this communicator the transport has not completed (per-peer counts, notices).
+  uint64_t requests_out() const;
   /// A call's requests may still be in the transport (a failed or unfinished call): its
   /// receives, header receives and RDMA reads may still land in this Impl's memory.
   bool transport_holds_requests() const;
@@ -206,6 +213,15 @@ struct Communicator::Impl {
 };
 
 namespace coll {
+/// Tags: magic (0xC0 collectives, 0xC1 point-to-point and the device ring, 0xC3 notices), the
+/// group's epoch (its shrinks, mod 256: a shrunk communicator's tags never match its
+/// parent's), the call's sequence number (mod 2^16; calls run in order) and its low word.
+inline uint64_t make_tag(uint64_t magic, uint32_t epoch, uint32_t seq, uint32_t low) {
+  return magic << 56 | uint64_t{epoch & 0xFF} << 48 | uint64_t{seq & 0xFFFF} << 32 | low;
+}
+/// Every tag of one epoch: (tag & kEpochMask) == make_tag(0xC0, epoch, 0, 0).
+inline constexpr uint64_t kEpochMask = 0xFCFFull << 48;
+
 /// Argument checks shared by the start calls (coll_api.cc). check_buffers: *device tells
 /// whether the buffers are device memory (both must be of one kind).
 Status check_buffers(const char* what, size_t count, DataType dt, const void* send,

@@ -14,10 +14,10 @@ using coll::Notice;
 using coll::Notices;
 using coll::Task;
 
-constexpr uint64_t kNoticeTag = 0xC3ull << 56;  // coll: 0xC0, point-to-point: 0xC1
-constexpr uint32_t kNoticeSlot = 0xFE;          // wr_id slot of notices (no Task has it)
-constexpr Nanos kFlush = Millis(200);           // a failing rank waits this for its notices
-std::atomic<uint32_t> g_instance{0};  // tells a communicator's notices from an earlier one's
+constexpr uint64_t kNoticeMagic = 0xC3;  // coll: 0xC0, point-to-point: 0xC1
+constexpr uint32_t kNoticeSlot = 0xFE;   // wr_id slot of notices (no Task has it)
+constexpr Nanos kFlush = Millis(200);    // a failing rank waits this for its notices
+std::atomic<uint32_t> g_instance{0};     // tells a communicator's notices from an earlier one's
 
 std::string ranks_text(uint64_t mask) {
   std::string s;
@@ -59,7 +59,7 @@ static void park(std::unique_ptr<Notices> nt) {
 
 static bool post_notice_recv(Communicator::Impl& im, int i) {
   Notices& nt = *im.notices;
-  RecvRequest r{nt.slot(i), sizeof(Notice), kNoticeTag,
+  RecvRequest r{nt.slot(i), sizeof(Notice), coll::make_tag(kNoticeMagic, im.epoch, 0, 0),
                 make_wr(kNoticeSlot, im.notice_id, false, static_cast<uint32_t>(i)),
                 im.needs_mr ? nt.buf.mr() : nullptr};
   auto k = im.group.transport().post_recv_any({&r, 1});
@@ -109,7 +109,7 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
   const uint32_t slot = static_cast<uint32_t>(c.wr_id >> 56);
   const bool is_send = (c.wr_id >> 31) & 1;
   if (slot != kNoticeSlot) {  // a collective's or a send/receive's: count it per peer
-    if (c.op != Op::kEndpointError && c.peer_id < nt.pend_from.size()) {
+    if (c.op != Op::kEndpointError && c.ep && c.peer_id < nt.pend_from.size()) {
       uint32_t& p = (is_send ? nt.pend_to : nt.pend_from)[c.peer_id];
       if (p) --p;
     }
@@ -166,6 +166,14 @@ bool Communicator::Impl::transport_holds_requests() const {
   return false;
 }
 
+uint64_t Communicator::Impl::requests_out() const {
+  uint64_t k = 0;
+  if (!notices) return 0;
+  for (uint32_t v : notices->pend_from) k += v;
+  for (uint32_t v : notices->pend_to) k += v;
+  return k + static_cast<uint64_t>(notices->posted) + notices->sends_pending;
+}
+
 namespace coll {
 
 // A destroyed communicator whose calls' requests the transport may still hold: kept whole
@@ -191,7 +199,7 @@ void Communicator::Impl::send_notice(int slot, const Notice& m) {
   std::memcpy(nt.slot(slot), &m, sizeof(m));
   for (int p = 0; p < n; ++p) {
     if (p == rank) continue;
-    SendRequest r{nt.slot(slot), sizeof(Notice), kNoticeTag,
+    SendRequest r{nt.slot(slot), sizeof(Notice), coll::make_tag(kNoticeMagic, epoch, 0, 0),
                   coll::make_wr(kNoticeSlot, notice_id, true, static_cast<uint32_t>(slot)),
                   needs_mr ? nt.buf.mr() : nullptr};
     auto k = group.endpoint(p).post_send({&r, 1});  // a dead peer's refusal is expected

@@ -7,24 +7,22 @@
 namespace gw {
 namespace {
 
-constexpr uint64_t kTagMagic = 0xC0ull << 56;
-constexpr uint64_t kP2pTagMagic = 0xC1ull << 56;  // point-to-point: the caller's 32-bit tag
-
-uint64_t make_tag(uint32_t seq, uint32_t unit) {
-  return kTagMagic | (uint64_t{seq & 0xFFFFFF} << 32) | unit;
-}
+constexpr uint64_t kTagMagic = 0xC0;
+constexpr uint64_t kP2pTagMagic = 0xC1;  // point-to-point: the caller's 32-bit tag
 
 }  // namespace
 
 SendRequest Communicator::Impl::send_req(coll::Task& op, const void* buf, size_t len, uint32_t unit,
                                          uint32_t tag_unit) {
-  return SendRequest{buf, len, make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit),
+  return SendRequest{buf, len,
+                     coll::make_tag(kTagMagic, epoch, op.seq, tag_unit == ~0u ? unit : tag_unit),
                      coll::make_wr(slot_of(op), op.gen, true, unit), mr_for(op, buf, len)};
 }
 
 RecvRequest Communicator::Impl::recv_req(coll::Task& op, void* buf, size_t len, uint32_t unit,
                                          uint32_t tag_unit) {
-  return RecvRequest{buf, len, make_tag(op.seq, tag_unit == ~0u ? unit : tag_unit),
+  return RecvRequest{buf, len,
+                     coll::make_tag(kTagMagic, epoch, op.seq, tag_unit == ~0u ? unit : tag_unit),
                      coll::make_wr(slot_of(op), op.gen, false, unit), mr_for(op, buf, len)};
 }
 
@@ -64,7 +62,7 @@ Result<bool> Communicator::Impl::recv(coll::Task& op, int peer, void* buf, size_
 
 Result<bool> Communicator::Impl::post_p2p(coll::Task& op, int peer, bool is_send, void* buf,
                                           size_t len, uint32_t tag) {
-  const uint64_t t = kP2pTagMagic | tag;
+  const uint64_t t = coll::make_tag(kP2pTagMagic, epoch, 0, tag);
   const uint64_t wr = coll::make_wr(slot_of(op), op.gen, is_send, 0);
   const MemoryRegion* mr = mr_for(op, buf, len);
   Result<size_t> k = size_t{0};

@@ -59,7 +59,7 @@ Communicator::~Communicator() {
   }
   std::optional<DriveScope> d;
   if (impl_) d.emplace(impl_->group.transport().gate());
-  if (impl_ && impl_->transport_holds_requests()) {
+  if (impl_ && !impl_->drained && impl_->transport_holds_requests()) {
     impl_->shutdown();
     coll::park_impl(std::move(impl_));
   }
@@ -82,6 +82,9 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
     return cfg.get_int(key);
   };
   auto impl = std::make_unique<Impl>(group);
+  impl->opts = o;
+  impl->epoch = group.epoch();
+  impl->comm_index = group.next_comm();
   impl->rank = group.rank();
   impl->n = group.size();
   GW_ASSIGN_OR_RETURN(int64_t chunk, pick(o.chunk_bytes, "coll.chunk_bytes", true));
@@ -121,6 +124,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
+  // Tags of this epoch may be dropped from 256 shrinks ago (Transport::cancel_tags).
+  group.transport().accept_tags(coll::kEpochMask, coll::make_tag(0xC0, impl->epoch, 0, 0));
   GW_RETURN_IF_ERROR(coll::notices_init(*impl));
   GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
   GW_RETURN_IF_ERROR(impl->health_init());
@@ -152,8 +157,8 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   if (!broken.ok()) {
     flight_refused(kind, dt, rop, count);
     return Status(broken.code(),
-                  "coll: communicator unusable after an earlier error (destroy "
-                  "it and its Group): " +
+                  "coll: communicator unusable after an earlier error (shrink() it to go "
+                  "on without the failed ranks, or destroy it and its Group): " +
                       std::string(broken.message()))
         .with_rank(broken.rank());
   }

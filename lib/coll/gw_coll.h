@@ -17,11 +17,12 @@
 /// memory (copies and kernels done), so a barrier after it orders device state as well; the
 /// barrier itself takes no buffers.
 /// After an error (a failed peer, a timeout, a mismatch, an abort) the communicator is broken:
-/// every later call returns that first error. Destroy it (before its Group) and build a new
-/// Group. Keep the buffers of the call that failed (and of calls still in flight) until that
-/// Group is destroyed: its transport may still hold receives posted into them, and a peer's
-/// transfer under way may still land (an RDMA write needs no help from this rank) -- as NCCL
-/// asks for ncclCommAbort before such buffers are freed.
+/// every later call returns that first error. Go on with shrink() (the survivors, over the
+/// same connections), or destroy it (before its Group) and build a new Group. Keep the buffers of
+/// the call that failed (and of calls still in flight) until that Group is destroyed: its transport
+/// may still hold receives posted into them, and a peer's transfer under way may still land (an
+/// RDMA write needs no help from this rank) -- as NCCL asks for ncclCommAbort before such buffers
+/// are freed.
 ///
 /// Failures reach every rank, naming the culprit (lib/coll/coll_notice.h): a rank that breaks
 /// on its own sends every peer a failure notice (origin rank, code, reason) over the
@@ -96,6 +97,13 @@ struct FlightRecord {
   int root = 0;            ///< root, or the peer of send/recv
   const char* state = "";  ///< "running", "ok", "failed", "timed_out", "aborted"
   Code code = Code::kOk;
+};
+
+/// Settings of Communicator::shrink.
+struct ShrinkOptions {
+  /// How long the survivors wait for a rank that neither calls shrink nor is known to have
+  /// failed; it is excluded then (coll.shrink_wait_ms; zero: the key).
+  Nanos wait{0};
 };
 
 /// Per-call settings.
@@ -224,6 +232,27 @@ class Communicator {
 
   /// OK, or the first error that broke this communicator; its rank() names the culprit.
   Status status() const;
+
+  /// Go on without the ranks that failed (NCCL's ncclCommShrink): every rank still alive calls
+  /// it, typically after a call returned RemoteError or Timeout. The callers agree through the
+  /// Group's store on who is gone -- the ranks this rank knows failed (status()'s culprit, its
+  /// failed endpoints), those in `exclude` on any rank, and those that neither call shrink nor
+  /// are known to have failed within ShrinkOptions::wait -- so every survivor keeps the same
+  /// set (a rank excluded while alive gets Aborted, never a communicator of its own). Calls in
+  /// flight end with Aborted; what they posted is cancelled (Transport::cancel_tags) and
+  /// drained. The new communicator runs over the same connections (no rendezvous): its
+  /// ranks are the survivors renumbered in order (group().parent_rank() maps them back), its
+  /// options this one's. It owns its Group; this communicator stays, broken (Aborted) -- destroy
+  /// it, then its Group, whenever convenient. A rank that is not broken yet when it calls
+  /// shrink breaks first and tells every peer (Aborted naming it), so ranks inside a call
+  /// learn to call shrink too. Same thread rules as wait(). Needs a store that outlives the
+  /// failed ranks for set/check/add (gw-launch's and torchrun's do, unless rank 0 failed).
+  /// @return the survivors' communicator; Aborted (this rank was excluded); Timeout (the
+  ///         agreement did not finish within wait + 10 s); the store's errors.
+  Result<std::unique_ptr<Communicator>> shrink(std::span<const int> exclude = {},
+                                               const ShrinkOptions& opts = {});
+  /// The group this communicator runs on (a shrunk one owns its own).
+  Group& group();
 
   /// Abort: the one call that may come from any thread, also while another thread is inside a
   /// call on this communicator. The communicator breaks with Aborted (rank() = this rank):

@@ -133,6 +133,54 @@ void TransportCore::fail_any(Code code) {
   }
 }
 
+size_t TransportCore::cancel_tags(uint64_t mask, uint64_t value) {
+  accept_tags(mask, value);
+  if (ndrops_ == kMaxDrops) {  // the oldest rule goes: its communicator is long gone
+    std::move(drops_.begin() + 1, drops_.end(), drops_.begin());
+    --ndrops_;
+  }
+  drops_[ndrops_++] = DropRule{mask, value};
+  auto match = [&](uint64_t tag) { return tag != kAnyTag && (tag & mask) == value; };
+  for (int i = any_.head(); i >= 0;) {
+    const int next = any_.next(i);
+    if (match(any_[i].req.tag)) {
+      const RecvRequest r = any_[i].req;
+      any_.erase(i);
+      sink_.push(Completion{r.wr_id, r.tag, 0, nullptr, 0, Op::kRecv, Code::kAborted});
+    }
+    i = next;
+  }
+  size_t held = 0;
+  for (EndpointCore* ep : eps_) {
+    auto& rs = ep->recvs_;
+    for (int i = rs.head(); i >= 0;) {
+      const int next = rs.next(i);
+      if (match(rs[i].req.tag)) {
+        if (rs[i].cookie != kNoCookie) {
+          ++held;  // the driver's peer may write into it (rdma): not ours to take back
+        } else {
+          ep->complete(rs[i].req.wr_id, rs[i].req.tag, 0, Op::kRecv, Code::kAborted);
+          rs.erase(i);
+        }
+      }
+      i = next;
+    }
+    for (int m = 0; m < ep->max_msgs(); ++m) {
+      const InMsg& im = ep->msg(m);
+      if (im.active && im.dest == Dest::kUnexpected && !im.claimed && im.complete && match(im.tag))
+        ep->release(m);
+    }
+  }
+  return held;
+}
+
+void TransportCore::accept_tags(uint64_t mask, uint64_t value) {
+  size_t k = 0;
+  for (size_t i = 0; i < ndrops_; ++i)
+    if (drops_[i].mask != mask || drops_[i].value != value) drops_[k++] = drops_[i];
+  ndrops_ = k;
+}
+
 Result<size_t> TransportCore::post_recv_any(std::span<const RecvRequest> reqs) {
   static const std::string kAny = "any peer";
   if (abort_.requested()) [[unlikely]]

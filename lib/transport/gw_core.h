@@ -10,6 +10,7 @@
 /// (back-pressure) -- a healthy peer is never failed for sending early.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,7 +67,26 @@ class TransportCore {
   /// Complete every any-source receive still posted with `code`.
   void fail_any(Code code);
 
+  // --- Transport::cancel_tags (a communicator's tags after it shrank) ---
+  /// Complete with Aborted every posted receive whose tag has (tag & mask) == value and which
+  /// no driver holds (rdma's advertised ones stay), drop such buffered messages, and drop
+  /// such messages arriving from now on (the last kMaxDrops rules are kept).
+  /// @return the receives it could not take back.
+  size_t cancel_tags(uint64_t mask, uint64_t value);
+  /// Receive (tag & mask) == value again: cancel_tags' rule for exactly these goes.
+  void accept_tags(uint64_t mask, uint64_t value);
+  /// Whether an arriving message with `tag` is dropped (one load when no rule is set).
+  bool dropped(uint64_t tag) const {
+    for (size_t i = 0; i < ndrops_; ++i)
+      if ((tag & drops_[i].mask) == drops_[i].value) return true;
+    return false;
+  }
+  static constexpr size_t kMaxDrops = 8;
+
  private:
+  struct DropRule {
+    uint64_t mask = 0, value = 0;
+  };
   friend class EndpointCore;
   bool take_unexpected_any(const RecvRequest& r);
 
@@ -79,6 +99,8 @@ class TransportCore {
   std::vector<EndpointCore*> eps_;
   CoreCounters counters_;
   AbortLatch abort_;
+  std::array<DropRule, kMaxDrops> drops_{};
+  size_t ndrops_ = 0;
 };
 
 /// Per endpoint: its posted receives, its messages in flight, its sticky error.

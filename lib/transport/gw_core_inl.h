@@ -16,7 +16,13 @@ inline int EndpointCore::begin(uint64_t seq, uint64_t tag, uint64_t len, bool de
   while (ai >= 0 && any[ai].req.tag != kAnyTag && any[ai].req.tag != tag) ai = any.next(ai);
   const int m = free_.back();
   InMsg& im = msgs_[static_cast<size_t>(m)];
-  if (ri < 0 && ai < 0) {
+  if (ri < 0 && ai < 0 && t_->ndrops_ > 0 && t_->dropped(tag)) [[unlikely]] {
+    im.dest = Dest::kDrain;  // a cancelled communicator's: its bytes go nowhere
+    im.base = nullptr;
+    im.charged = 0;
+    im.unode = -1;
+    im.cookie = kNoCookie;
+  } else if (ri < 0 && ai < 0) {
     if (unexp_.full() || (!defer && !t_->store_.take(len, &im.ubuf))) return -1;
     ++t_->counters_.unexpected_msgs;
     im.unode = unexp_.push_back(m);
@@ -62,7 +68,10 @@ inline void EndpointCore::finish(int m) {
       break;
     case Dest::kUnexpected:
       im.complete = true;
-      if (im.claimed) deliver(m);
+      if (im.claimed)
+        deliver(m);
+      else if (t_->ndrops_ > 0 && t_->dropped(im.tag)) [[unlikely]]
+        release(m);  // began before its tags were cancelled
       break;
   }
 }

@@ -207,6 +207,12 @@ class Endpoint {
 
   uint32_t peer_id() const { return peer_id_; }
   const std::string& peer_name() const { return peer_name_; }
+  /// New id and name for the peer (Group::shrink renumbers the ranks); completions made from
+  /// now on carry `id`. Same thread rules as a post.
+  void rename(uint32_t id, std::string name) {
+    peer_id_ = id;
+    peer_name_ = std::move(name);
+  }
 
  protected:
   uint32_t peer_id_ = 0;
@@ -273,6 +279,15 @@ class Transport {
   /// Irreversible: open a new Transport to communicate again. Later calls do nothing.
   /// @return OK; NotSupported from a driver without it.
   virtual Status abort(std::string_view reason);
+  /// Take back what a layer above posted under the tags (tag & mask) == value, when the
+  /// calls that used them are over but the peers go on (Communicator::shrink): each such
+  /// receive still posted completes with Aborted, and such messages, buffered or arriving
+  /// later, are dropped. Receives a peer may write into directly (rdma's advertised ones)
+  /// stay and complete as usual. Same thread rules as a poll.
+  /// @return how many receives stayed; NotSupported from a driver without it.
+  virtual Result<size_t> cancel_tags(uint64_t mask, uint64_t value);
+  /// Receive those tags again (a new communicator reuses them after many shrinks).
+  virtual void accept_tags(uint64_t mask, uint64_t value);
 
   // --- background progress (gw_progress.h) ---
   /// Who drives the data path now; every call of a layer that started the progress thread

@@ -59,6 +59,13 @@ Status Transport::abort(std::string_view reason) {
                                          "' cannot abort (asked: " + std::string(reason) + ")");
 }
 
+Result<size_t> Transport::cancel_tags(uint64_t, uint64_t) {
+  return Status(Code::kNotSupported,
+                "transport '" + properties().name + "' cannot take back posted receives");
+}
+
+void Transport::accept_tags(uint64_t, uint64_t) {}
+
 Result<std::unique_ptr<Transport>> Transport::open(std::string_view spec) {
   auto lg = log::get("gw.transport");
   auto colon = spec.find(':');

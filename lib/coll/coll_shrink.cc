@@ -1,0 +1,202 @@
+// Communicator::shrink (gw_coll.h): the survivors agree through the store on who is gone, take
+// back what the broken communicator posted, and go on over the same endpoints.
+//
+// Agreement, under "<prefix>/shrink/<communicator>/" in the Group's store. Every caller
+// publishes its vote ("vote/<rank>": the ranks it suspects) and keeps it current while it
+// waits. A rank is accounted for once it voted or some voter suspects it; when every rank is
+// (or ShrinkOptions::wait has passed), a caller proposes the voters nobody suspects. The first
+// proposal (the one whose add() on "ticket" returned 1) is the decision every caller adopts,
+// so all survivors keep the same set even if their views differed. Only set, check, add and
+// get of present keys: a TCP store fails every wait once a ranked client was killed.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "coll_impl.h"
+#include "gw_config.h"
+#include "log.h"
+
+namespace gw {
+namespace {
+
+GW_CONFIG_KEYS(coll_shrink, {"coll.shrink_wait_ms", ConfigType::kInt, "10000",
+                             "Communicator::shrink: how long the survivors wait for a rank that "
+                             "neither calls shrink nor is known to have failed, before they "
+                             "exclude it (a rank computing outside gradwire calls late)"});
+
+constexpr Millis kLook{2};        // store look-ups while agreeing
+constexpr Millis kDrain{1000};    // for the cancelled calls' requests to come back
+constexpr Millis kDecide{10000};  // for the decision once proposed
+
+std::string encode(const std::vector<int>& v) {
+  std::string s;
+  for (int r : v) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
+std::vector<int> decode(const std::string& s, int n) {
+  std::vector<int> v;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const int r = std::atoi(s.substr(i, j - i).c_str());
+    if (r >= 0 && r < n) v.push_back(r);
+    i = j + 1;
+  }
+  return v;
+}
+
+// One shrink's view: what this rank knows and has read from the store.
+struct Agreement {
+  Store& store;
+  std::string base;
+  int n = 0, rank = 0;
+  std::vector<char> suspect, voted;
+  std::string my_vote;
+
+  Status publish() {
+    std::vector<int> mine;
+    for (int r = 0; r < n; ++r)
+      if (suspect[static_cast<size_t>(r)] && r != rank) mine.push_back(r);
+    std::string v = encode(mine);
+    if (v == my_vote && !my_vote.empty()) return Status();
+    my_vote = v;
+    return store.set(base + "vote/" + std::to_string(rank), "+" + v);  // "+": never empty
+  }
+  // Reads the votes present; @return whether every rank is accounted for.
+  Result<bool> read_votes() {
+    bool all = true;
+    for (int r = 0; r < n; ++r) {
+      const std::string key = base + "vote/" + std::to_string(r);
+      GW_ASSIGN_OR_RETURN(bool has, store.check({&key, 1}));
+      if (!has) continue;
+      GW_ASSIGN_OR_RETURN(std::string v, store.get(key, Millis(1000)));
+      voted[static_cast<size_t>(r)] = 1;
+      for (int s : decode(v.substr(v.empty() ? 0 : 1), n)) suspect[static_cast<size_t>(s)] = 1;
+    }
+    for (int r = 0; r < n; ++r)
+      if (!voted[static_cast<size_t>(r)] && !suspect[static_cast<size_t>(r)]) all = false;
+    return all;
+  }
+  std::vector<int> proposal() const {
+    std::vector<int> keep;
+    for (int r = 0; r < n; ++r)
+      if (voted[static_cast<size_t>(r)] && !suspect[static_cast<size_t>(r)]) keep.push_back(r);
+    return keep;
+  }
+};
+
+}  // namespace
+
+Group& Communicator::group() { return impl_->group; }
+
+Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude,
+                                                           const ShrinkOptions& so) {
+  Impl& im = *impl_;
+  auto lg = log::get("gw.coll");
+  const auto t0 = Clock::now();
+  Nanos wait = so.wait;
+  if (wait.count() <= 0) {
+    GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
+    GW_ASSIGN_OR_RETURN(int64_t ms, cfg.get_int("coll.shrink_wait_ms"));
+    wait = Millis(std::max<int64_t>(ms, 1));
+  }
+  const std::string me =
+      "coll: shrink on rank " + std::to_string(im.rank) + " of " + std::to_string(im.n);
+  std::unique_ptr<Group> ng;
+  std::vector<int> gone;
+  {
+    auto d = im.drive();
+    im.abort_if_requested();
+    if (im.broken.ok()) {  // the others may be inside a call: they learn to shrink too
+      im.fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(im.rank) +
+                                             " started a shrink (call shrink() to go on)")
+                      .with_rank(im.rank));
+    }
+    Agreement ag{im.group.store(),
+                 im.group.prefix() + "/shrink/" + std::to_string(im.comm_index) + "/",
+                 im.n,
+                 im.rank,
+                 std::vector<char>(static_cast<size_t>(im.n), 0),
+                 std::vector<char>(static_cast<size_t>(im.n), 0),
+                 {}};
+    for (int r : exclude)
+      if (r >= 0 && r < im.n) ag.suspect[static_cast<size_t>(r)] = 1;
+    const Code bc = im.broken.code();
+    if ((bc == Code::kRemoteError || bc == Code::kTimeout) && im.broken.rank() >= 0 &&
+        im.broken.rank() < im.n && im.broken.rank() != im.rank)
+      ag.suspect[static_cast<size_t>(im.broken.rank())] = 1;
+    const std::string decision_key = ag.base + "decision";
+    const auto vote_end = t0 + wait;
+    std::string decision;
+    bool proposed = false;
+    while (true) {
+      for (int p = 0; p < im.n; ++p)
+        if (p != im.rank && !im.group.endpoint(p).status().ok())
+          ag.suspect[static_cast<size_t>(p)] = 1;
+      GW_RETURN_IF_ERROR(ag.publish().with_context(me));
+      GW_ASSIGN_OR_RETURN(bool decided, im.group.store().check({&decision_key, 1}));
+      if (decided) {
+        GW_ASSIGN_OR_RETURN(decision, im.group.store().get(decision_key, Millis(1000)));
+        break;
+      }
+      if (!proposed) {
+        GW_ASSIGN_OR_RETURN(bool all, ag.read_votes());
+        if (all || Clock::now() >= vote_end) {
+          proposed = true;
+          GW_ASSIGN_OR_RETURN(int64_t ticket, im.group.store().add(ag.base + "ticket", 1));
+          if (ticket == 1) {
+            GW_RETURN_IF_ERROR(
+                im.group.store().set(decision_key, "+" + encode(ag.proposal())).with_context(me));
+          }
+          continue;
+        }
+      } else if (Clock::now() >= vote_end + kDecide) {
+        return Status(
+            Code::kTimeout,
+            me + ": no decision within " +
+                std::to_string(std::chrono::duration_cast<Millis>(wait + kDecide).count()) +
+                " ms (the rank that took it stopped?)");
+      }
+      (void)im.poll_once(kLook);  // endpoint failures and notices come in meanwhile
+    }
+    const std::vector<int> keep = decode(decision.substr(decision.empty() ? 0 : 1), im.n);
+    // Take back every request of the old calls, then wait for what is still under way.
+    auto& tr = im.group.transport();
+    auto held = tr.cancel_tags(coll::kEpochMask, coll::make_tag(0xC0, im.epoch, 0, 0));
+    const auto drain_end = Clock::now() + kDrain;
+    while (im.requests_out() > 0 && Clock::now() < drain_end) (void)im.poll_once(Millis(1));
+    im.drained = held.ok() && *held == 0 && im.requests_out() == 0;
+    if (!im.drained) {
+      lg->warn(
+          "{}: {} requests of the old calls still in the transport after {} ms; their "
+          "memory stays until the process ends",
+          me, im.requests_out(), kDrain.count());
+    }
+    if (std::find(keep.begin(), keep.end(), im.rank) == keep.end()) {
+      return Status(Code::kAborted, me +
+                                        ": this rank was excluded by the shrink (the others "
+                                        "found it failed, stopped or late; keep: " +
+                                        encode(keep) + ")")
+          .with_rank(im.rank);
+    }
+    for (int r = 0; r < im.n; ++r)
+      if (std::find(keep.begin(), keep.end(), r) == keep.end()) gone.push_back(r);
+    GW_ASSIGN_OR_RETURN(ng, im.group.shrink(keep));  // renames endpoints: under the gate
+  }
+  // Outside the old calls' DriveScope: create() starts the transport's progress thread.
+  Group& g = *ng;
+  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(g, im.opts));
+  out->impl_->owned = std::move(ng);
+  for (int s = 0; s < kMaxInFlight; ++s) {  // a late completion of the old calls never matches
+    auto& gen = out->impl_->ops[static_cast<size_t>(s)].gen;
+    gen = (im.ops[static_cast<size_t>(s)].gen + 1) & 0xFFFFFF;
+  }
+  lg->info("{}: {} ranks go on without rank(s) {} (this one is rank {} now) after {} ms", me,
+           g.size(), encode(gone), g.rank(),
+           std::chrono::duration_cast<Millis>(Clock::now() - t0).count());
+  return out;
+}
+
+}  // namespace gw

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Communicator::shrink after real failures (issue 42 item 1; meson test coll-shrink).
+
+Six gw-shrink-probe ranks (processes) over tcp on loopback run allreduces, every element
+checked against the sum over the ranks still in. Cases:
+  kill      SIGKILL rank 3 mid-run (the job's TCP store lives in rank 0): the five others
+            shrink and finish;
+  cycles    (file store, so rank 0 may die too) kill rank 0, then rank 5, then ranks 2 and 4
+            at once: two ranks finish;
+  in-shrink rank 2 is killed, and rank 4 kills itself 1 ms into its shrink: four finish;
+  suspect   rank 0 shrinks at step 30 naming rank 2, which is alive: rank 2 is told it was
+            excluded, the other five go on without it -- the same set on every rank.
+Each survivor must print "done ... wrong=0" with the expected members and exit 0.
+Usage: shrink_kill.py BUILD_DIR [CASE...]
+"""
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+N = 6
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    def __init__(self, build, extra, store_dir=None, iters=400):
+        port = free_port()
+        self.lines = queue.Queue()
+        self.out = {r: [] for r in range(N)}
+        self.procs = []
+        for r in range(N):
+            env = dict(os.environ, GW_RANK=str(r), GW_WORLD_SIZE=str(N),
+                       GW_MASTER_ADDR="127.0.0.1", GW_MASTER_PORT=str(port),
+                       GW_LOG_LEVEL="error")
+            args = [f"{build}/tests/coll/gw-shrink-probe", "--count", "16384", "--iters",
+                    str(iters), "--gap-ms", "5"] + extra
+            if store_dir:
+                args += ["--store-dir", store_dir]
+            p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, bufsize=1)
+            self.procs.append(p)
+            threading.Thread(target=self._read, args=(r, p.stdout), daemon=True).start()
+            threading.Thread(target=self._read, args=(r, p.stderr), daemon=True).start()
+
+    def _read(self, r, f):
+        for line in f:
+            self.out[r].append(line.rstrip())
+            self.lines.put((r, line.rstrip()))
+
+    def wait_for(self, pred, what, timeout=60):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                r, line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if pred(r, line):
+                return r, line
+        self.fail(f"timed out waiting for {what}")
+
+    def kill(self, *ranks):
+        for r in ranks:
+            self.procs[r].kill()
+        print(f"  killed rank(s) {', '.join(map(str, ranks))}")
+
+    def finish(self, survivors, excluded=()):
+        members = ",".join(map(str, survivors))
+        for r in list(survivors) + list(excluded):
+            try:
+                rc = self.procs[r].wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                self.fail(f"rank {r} did not finish")
+            time.sleep(0.05)  # its reader threads drain
+            text = "\n".join(self.out[r])
+            if rc != 0:
+                self.fail(f"rank {r} exited {rc}")
+            if r in excluded:
+                if not any(l.startswith("excluded") for l in self.out[r]):
+                    self.fail(f"rank {r} was not told it was excluded")
+                continue
+            done = [l for l in self.out[r] if l.startswith("done")]
+            if not done or f"members={members} " not in done[0] + " " or "wrong=0" not in done[0]:
+                self.fail(f"rank {r}: expected members={members} wrong=0\n{text}")
+        shrinks = [l for r in survivors for l in self.out[r] if l.startswith("shrunk")]
+        ms = [float(l.split("ms=")[1].split()[0]) for l in shrinks]
+        print(f"  survivors {members}: every element right; {len(shrinks)} shrinks, "
+              f"shrink + first allreduce {min(ms):.1f}-{max(ms):.1f} ms")
+        self.stop()
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+
+    def fail(self, what):
+        self.stop()
+        dump = "\n".join(f"rank {r}: {l}" for r in range(N) for l in self.out[r][-8:])
+        sys.exit(f"FAIL: {what}\n{dump}")
+
+
+def step_seen(k):
+    return lambda r, l: l == f"step {k}"
+
+
+def shrunk_all(job, survivors, size):
+    seen = set()
+    while seen != set(survivors):
+        r, _ = job.wait_for(lambda r, l: l.startswith(f"shrunk size={size} "),
+                            f"all of {survivors} shrunk to {size}")
+        seen.add(r)
+
+
+def case_kill(build, tmp):
+    job = Job(build, [])
+    job.wait_for(step_seen(20), "step 20")
+    job.kill(3)
+    job.finish([0, 1, 2, 4, 5])
+
+
+def case_cycles(build, tmp):
+    job = Job(build, [], store_dir=os.path.join(tmp, "cycles"), iters=500)
+    job.wait_for(step_seen(20), "step 20")
+    job.kill(0)
+    shrunk_all(job, [1, 2, 3, 4, 5], 5)
+    job.wait_for(lambda r, l: l.startswith("step"), "a step after the first shrink")
+    job.kill(5)
+    shrunk_all(job, [1, 2, 3, 4], 4)
+    job.wait_for(lambda r, l: l.startswith("step"), "a step after the second shrink")
+    job.kill(2, 4)
+    job.finish([1, 3])
+
+
+def case_in_shrink(build, tmp):
+    job = Job(build, ["--die-in-shrink", "4"], store_dir=os.path.join(tmp, "in-shrink"))
+    job.wait_for(step_seen(20), "step 20")
+    job.kill(2)
+    job.finish([0, 1, 3, 5])
+
+
+def case_suspect(build, tmp):
+    job = Job(build, ["--shrink-at", "30", "--exclude", "2"],
+              store_dir=os.path.join(tmp, "suspect"), iters=200)
+    job.finish([0, 1, 3, 4, 5], excluded=[2])
+
+
+def case_leak(build, tmp):
+    job = Job(build, ["--reshrink-every", "8"], store_dir=os.path.join(tmp, "leak"), iters=329)
+    job.finish(list(range(N)))
+    for r in range(N):
+        use = [dict(kv.split("=") for kv in l.split()[1:] if "=" in kv)
+               for l in job.out[r] if l.startswith("shrunk")]
+        if len(use) != 41:
+            job.fail(f"rank {r}: {len(use)} shrinks, expected 41")
+        a, b = use[20], use[-1]
+        if a["fds"] != b["fds"] or a["threads"] != b["threads"]:
+            job.fail(f"rank {r}: shrink 21 -> 41: fds {a['fds']} -> {b['fds']}, "
+                     f"threads {a['threads']} -> {b['threads']}")
+        if int(b["rss_kb"]) - int(a["rss_kb"]) > 256:
+            job.fail(f"rank {r}: memory grew {a['rss_kb']} -> {b['rss_kb']} kB over 20 shrinks")
+    print(f"  shrink 21 -> 41: fds {a['fds']}, threads {a['threads']} steady, rss "
+          f"{a['rss_kb']} -> {b['rss_kb']} kB")
+
+
+CASES = {"kill": case_kill, "cycles": case_cycles, "in-shrink": case_in_shrink,
+         "suspect": case_suspect, "leak": case_leak}
+
+
+def main():
+    build = sys.argv[1]
+    names = sys.argv[2:] or list(CASES)
+    with tempfile.TemporaryDirectory(prefix="gw-shrink-") as tmp:
+        for name in names:
+            print(f"{name}:")
+            t0 = time.monotonic()
+            CASES[name](build, tmp)
+            print(f"ok: {name} ({time.monotonic() - t0:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

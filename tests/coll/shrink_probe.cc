@@ -1,0 +1,199 @@
+// gw-shrink-probe: one rank of a shrink trial (tests/coll/shrink_kill.py). Joins the job the
+// launcher variables describe (GW_RANK, GW_WORLD_SIZE, GW_MASTER_*; or a file store with
+// --store-dir), runs `--iters` allreduces (float sum, every element checked against the sum
+// over the ranks still in), and when a call fails shrinks the communicator and goes on: the
+// survivors agree on the next step (allreduce MIN) and redo it.
+// Usage: gw-shrink-probe [--count N] [--iters K] [--transport SPEC] [--store-dir DIR]
+//          [--shrink-at K --exclude R] [--die-in-shrink R] [--gap-ms G] [--reshrink-every K]
+// --shrink-at K --exclude R: rank 0 shrinks at step K, naming R (alive: it must be excluded
+// on every rank). --die-in-shrink R: rank R kills itself 1 ms into its first shrink.
+// --reshrink-every K: rank 0 shrinks (excluding nobody) every K steps, for the leak check.
+// Prints "ready <rank>", "step <k>" every 10 steps, "failed step=<k> code=<c> culprit=<r>",
+// "shrunk size=<n> rank=<r> ms=<t> gone=<orig ranks> fds=<n> threads=<n> rss_kb=<n>", "excluded",
+// and at the end "done steps=<k> size=<n> members=<orig ranks> wrong=0".
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gw_coll.h"
+#include "gw_group.h"
+#include "gw_store.h"
+
+namespace {
+
+int fail(const gw::Status& st) {
+  std::fprintf(stderr, "gw-shrink-probe: %s\n", st.to_string().c_str());
+  return 1;
+}
+
+// Rank r's element i at step k: exact in float32 for these sizes.
+float input(int r, int64_t k, size_t i) {
+  return static_cast<float>((r + 1) * 1000 + (k % 97) * 3 + static_cast<int64_t>(i % 251));
+}
+
+// Open descriptors, threads and resident memory of this process (the leak check).
+void usage(long* fds, long* threads, long* rss_kb) {
+  *fds = *threads = *rss_kb = -1;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), f)) {
+      if (!std::strncmp(line, "Threads:", 8)) *threads = std::atol(line + 8);
+      if (!std::strncmp(line, "VmRSS:", 6)) *rss_kb = std::atol(line + 6);
+    }
+    std::fclose(f);
+  }
+  *fds = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++*fds;
+    ::closedir(d);
+  }
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int r : v) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t count = 1 << 18;
+  int64_t iters = 100, shrink_at = -1, exclude = -1, die_in_shrink = -1, gap_ms = 0, every = 0;
+  std::string spec = "tcp:iface=lo", store_dir;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const char* k = argv[i];
+    const char* v = argv[i + 1];
+    if (!std::strcmp(k, "--count"))
+      count = std::strtoull(v, nullptr, 0);
+    else if (!std::strcmp(k, "--iters"))
+      iters = std::atoll(v);
+    else if (!std::strcmp(k, "--transport"))
+      spec = v;
+    else if (!std::strcmp(k, "--store-dir"))
+      store_dir = v;
+    else if (!std::strcmp(k, "--shrink-at"))
+      shrink_at = std::atoll(v);
+    else if (!std::strcmp(k, "--exclude"))
+      exclude = std::atoll(v);
+    else if (!std::strcmp(k, "--die-in-shrink"))
+      die_in_shrink = std::atoll(v);
+    else if (!std::strcmp(k, "--reshrink-every"))
+      every = std::atoll(v);
+    else if (!std::strcmp(k, "--gap-ms"))
+      gap_ms = std::atoll(v);
+    else {
+      std::fprintf(stderr, "gw-shrink-probe: unknown option %s\n", k);
+      return 2;
+    }
+  }
+  auto info = gw::discover_launch();
+  if (!info.ok()) return fail(info.status());
+  auto store = store_dir.empty() ? gw::store_for_launch(*info, gw::Millis(30000))
+                                 : gw::make_file_store(store_dir);
+  if (!store.ok()) return fail(store.status());
+  auto t = gw::Transport::open(spec);
+  if (!t.ok()) return fail(t.status());
+  const int me = info->rank;
+  auto g =
+      gw::Group::create(*store, std::move(*t), me, info->world_size, gw::Millis(30000), "shrink");
+  if (!g.ok()) return fail(g.status());
+  gw::CommOptions o;
+  o.timeout = gw::Millis(20000);
+  auto c = gw::Communicator::create(**g, o);
+  if (!c.ok()) return fail(c.status());
+  std::unique_ptr<gw::Communicator> comm = std::move(*c);
+  std::vector<int> members(static_cast<size_t>(info->world_size));
+  for (int r = 0; r < info->world_size; ++r) members[static_cast<size_t>(r)] = r;
+  std::vector<float> in(count), out(count);
+  size_t wrong = 0;
+  bool shrunk_once = false;
+  int64_t reshrunk_at = -1;
+  std::printf("ready %d\n", me);
+  std::fflush(stdout);
+  for (int64_t k = 0; k < iters;) {
+    if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+    gw::Status st;
+    const bool again = every > 0 && k > 0 && k % every == 0 && k != reshrunk_at;
+    if (me == 0 && ((k == shrink_at && !shrunk_once) || again)) {
+      reshrunk_at = k;
+      st = gw::Status(gw::Code::kAborted, "probe: shrink asked for at step " + std::to_string(k));
+    } else {
+      for (size_t i = 0; i < count; ++i) in[i] = input(me, k, i);
+      st =
+          comm->allreduce(in.data(), out.data(), count, gw::DataType::kFloat32, gw::ReduceOp::kSum);
+    }
+    if (st.ok()) {
+      for (size_t i = 0; i < count; ++i) {
+        float ref = 0;
+        for (int r : members) ref += input(r, k, i);
+        if (out[i] != ref) ++wrong;
+      }
+      if (k % 10 == 0) std::printf("step %lld\n", static_cast<long long>(k));
+      std::fflush(stdout);
+      ++k;
+      continue;
+    }
+    std::printf("failed step=%lld code=%s culprit=%d\n", static_cast<long long>(k),
+                gw::code_name(st.code()), st.rank());
+    std::fflush(stdout);
+    std::vector<int> ex;
+    if (k == shrink_at && me == 0 && exclude >= 0) ex.push_back(static_cast<int>(exclude));
+    shrunk_once = true;
+    if (me == die_in_shrink) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto nc = comm->shrink(ex);
+    if (!nc.ok()) {
+      if (nc.status().code() == gw::Code::kAborted) {
+        std::printf("excluded %s\n", std::string(nc.status().message()).c_str());
+        std::fflush(stdout);
+        return 0;
+      }
+      return fail(nc.status());
+    }
+    // Agree on the step: a rank may have finished step k before the failure reached it.
+    int64_t next = k;
+    gw::Status ag = (*nc)->allreduce(&next, &next, 1, gw::DataType::kInt64, gw::ReduceOp::kMin);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!ag.ok()) {
+      std::printf("failed step=%lld code=%s culprit=%d\n", static_cast<long long>(k),
+                  gw::code_name(ag.code()), ag.rank());
+      std::fflush(stdout);
+    }
+    std::vector<int> kept, gone;
+    for (int r = 0; r < (*nc)->size(); ++r)
+      kept.push_back(members[static_cast<size_t>((*nc)->group().parent_rank(r))]);
+    for (int r : members)
+      if (std::find(kept.begin(), kept.end(), r) == kept.end()) gone.push_back(r);
+    members = kept;
+    comm = std::move(*nc);  // the broken one goes now (its group lives on in the new one)
+    long fds = 0, threads = 0, rss = 0;
+    usage(&fds, &threads, &rss);
+    std::printf("shrunk size=%d rank=%d ms=%.1f gone=%s fds=%ld threads=%ld rss_kb=%ld\n",
+                comm->size(), comm->rank(), ms, join(gone).c_str(), fds, threads, rss);
+    std::fflush(stdout);
+    if (ag.ok()) k = next;  // else the next allreduce fails too, and shrinks again
+  }
+  std::printf("done steps=%lld size=%d members=%s wrong=%zu\n", static_cast<long long>(iters),
+              comm->size(), join(members).c_str(), wrong);
+  std::fflush(stdout);
+  // Every survivor finishes before any leaves (a leaver would look failed to a slow one).
+  (void)comm->barrier();
+  comm.reset();
+  return wrong == 0 ? 0 : 3;
+}
