@@ -100,7 +100,7 @@ gw_status_t reduce_scatter(const char* fn, gw_comm_t* c, const void* send, void*
       fn, c, async, req,
       [&] {
         GW_RETURN_IF_ERROR(check_op(op));
-        return check_buffers(dt, count, static_cast<size_t>(c->group->size()), send, recv);
+        return check_buffers(dt, count, static_cast<size_t>(c->g->size()), send, recv);
       },
       [&] { return c->comm->reduce_scatter_async(send, recv, count, dtype(dt), rop(op)); });
 }
@@ -109,7 +109,7 @@ gw_status_t allgather(const char* fn, gw_comm_t* c, const void* send, void* recv
                       gw_dtype_t dt, gw_request_t** req, bool async) {
   return run(
       fn, c, async, req,
-      [&] { return check_buffers(dt, count, static_cast<size_t>(c->group->size()), send, recv); },
+      [&] { return check_buffers(dt, count, static_cast<size_t>(c->g->size()), send, recv); },
       [&] { return c->comm->allgather_async(send, recv, count, dtype(dt)); });
 }
 
@@ -118,9 +118,9 @@ gw_status_t broadcast(const char* fn, gw_comm_t* c, void* buf, size_t count, gw_
   return run(
       fn, c, async, req,
       [&]() -> Status {
-        if (root < 0 || root >= c->group->size()) {
+        if (root < 0 || root >= c->g->size()) {
           return invalid("root " + std::to_string(root) + " outside 0.." +
-                         std::to_string(c->group->size() - 1));
+                         std::to_string(c->g->size() - 1));
         }
         return check_buffers(dt, count, 1, buf, buf);
       },
@@ -136,7 +136,7 @@ gw_status_t alltoall(const char* fn, gw_comm_t* c, const void* send, void* recv,
                      gw_dtype_t dt, gw_request_t** req, bool async) {
   return run(
       fn, c, async, req,
-      [&] { return check_buffers(dt, count, static_cast<size_t>(c->group->size()), send, recv); },
+      [&] { return check_buffers(dt, count, static_cast<size_t>(c->g->size()), send, recv); },
       [&] { return c->comm->alltoall_async(send, recv, count, dtype(dt)); });
 }
 
@@ -170,12 +170,12 @@ gw_status_t rooted(const char* fn, gw_comm_t* c, bool is_gather, const void* sen
   return run(
       fn, c, async, req,
       [&]() -> Status {
-        const int n = c->group->size();
+        const int n = c->g->size();
         if (root < 0 || root >= n)
           return invalid("root " + std::to_string(root) + " outside 0.." + std::to_string(n - 1));
         GW_ASSIGN_OR_RETURN(size_t es, gw::capi::dtype_bytes(dt));
         GW_RETURN_IF_ERROR(gw::capi::check_count(count, es, static_cast<size_t>(n)));
-        const bool at_root = c->group->rank() == root;
+        const bool at_root = c->g->rank() == root;
         if (count > 0 && (is_gather || at_root)) GW_RETURN_IF_ERROR(need(send, "send buffer"));
         if (count > 0 && (!is_gather || at_root)) GW_RETURN_IF_ERROR(need(recv, "recv buffer"));
         return Status();

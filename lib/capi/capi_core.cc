@@ -51,6 +51,7 @@ Status make_comm(std::shared_ptr<gw::Store> store, std::unique_ptr<gw::Transport
   gw::CommOptions opts;
   opts.timeout = c->timeout;
   GW_ASSIGN_OR_RETURN(c->comm, gw::Communicator::create(*c->group, opts));
+  c->g = c->group.get();
   *out = c.release();
   return Status();
 }
@@ -69,9 +70,9 @@ gw_status_t set_error(const char* fn, const gw_comm* c, const Status& st) noexce
   t_error_rank = st.rank();
   try {
     t_error = fn;
-    if (c && c->group) {
-      t_error += " [rank " + std::to_string(c->group->rank()) + "/" +
-                 std::to_string(c->group->size()) + "]";
+    if (c && c->g) {
+      t_error +=
+          " [rank " + std::to_string(c->g->rank()) + "/" + std::to_string(c->g->size()) + "]";
     }
     t_error += ": ";
     t_error += st.to_string();
@@ -249,11 +250,39 @@ gw_status_t gw_comm_dump_flight(gw_comm_t* c, char* path, size_t path_len) {
   });
 }
 
+gw_status_t gw_comm_shrink(gw_comm_t* c, const int* exclude, size_t n_exclude, gw_comm_t** out) {
+  return guard("gw_comm_shrink", nullptr, [&] {  // shrink() holds the transport itself
+    GW_RETURN_IF_ERROR(need(c, "comm"));
+    GW_RETURN_IF_ERROR(need(out, "out"));
+    if (n_exclude > 0) GW_RETURN_IF_ERROR(need(exclude, "exclude"));
+    *out = nullptr;
+    GW_ASSIGN_OR_RETURN(auto nc, c->comm->shrink({exclude, n_exclude}));
+    auto n = std::make_unique<gw_comm>();
+    n->timeout = c->timeout;
+    n->comm = std::move(nc);
+    n->g = &n->comm->group();
+    *out = n.release();
+    return Status();
+  });
+}
+
+gw_status_t gw_comm_parent_rank(const gw_comm_t* c, int rank, int* parent) {
+  return guard("gw_comm_parent_rank", c, [&] {
+    GW_RETURN_IF_ERROR(need(c, "comm"));
+    GW_RETURN_IF_ERROR(need(parent, "parent"));
+    if (rank < 0 || rank >= c->g->size())
+      return invalid("rank " + std::to_string(rank) + " is not in 0.." +
+                     std::to_string(c->g->size() - 1));
+    *parent = c->g->parent_rank(rank);
+    return Status();
+  });
+}
+
 gw_status_t gw_comm_rank(const gw_comm_t* c, int* rank) {
   return guard("gw_comm_rank", c, [&] {
     GW_RETURN_IF_ERROR(need(c, "comm"));
     GW_RETURN_IF_ERROR(need(rank, "rank"));
-    *rank = c->group->rank();
+    *rank = c->g->rank();
     return Status();
   });
 }
@@ -262,7 +291,7 @@ gw_status_t gw_comm_size(const gw_comm_t* c, int* size) {
   return guard("gw_comm_size", c, [&] {
     GW_RETURN_IF_ERROR(need(c, "comm"));
     GW_RETURN_IF_ERROR(need(size, "size"));
-    *size = c->group->size();
+    *size = c->g->size();
     return Status();
   });
 }
@@ -275,7 +304,7 @@ gw_status_t gw_mem_register(gw_comm_t* c, void* addr, size_t length, gw_mr_t** o
     if (length == 0) return invalid("length is 0");
     *out = nullptr;
     GW_ASSIGN_OR_RETURN(gw::MemoryRegion mr,
-                        c->group->transport().register_memory(addr, length, gw::MemKind::kHost));
+                        c->g->transport().register_memory(addr, length, gw::MemKind::kHost));
     auto m = std::make_unique<gw_mr>();
     m->comm = c;
     m->mr = std::move(mr);

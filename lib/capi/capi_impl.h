@@ -49,8 +49,9 @@ struct gw_request {
 /// Declaration order is destruction order reversed: requests, registrations and the
 /// Communicator go before the Group (and its Transport) they use.
 struct gw_comm {
-  std::unique_ptr<gw::Group> group;
+  std::unique_ptr<gw::Group> group;  ///< a created one's (a shrunk one's is comm's own)
   std::unique_ptr<gw::Communicator> comm;
+  gw::Group* g = nullptr;  ///< the group comm runs on
   std::vector<std::unique_ptr<gw_mr>> mrs;
   std::vector<std::unique_ptr<gw_request>> reqs;  ///< by slot; inactive ones are free
   std::vector<uint32_t> free_reqs;
@@ -74,7 +75,7 @@ gw_status_t guard(const char* fn, const gw_comm* c, Body&& body) noexcept {
   try {
     // The call drives the transport; its progress thread waits until it returns.
     std::optional<DriveScope> drive;
-    if (c && c->group) drive.emplace(c->group->transport().gate());
+    if (c && c->g) drive.emplace(c->g->transport().gate());
     Status st = body();
     return st.ok() ? GW_OK : set_error(fn, c, st);
   } catch (const std::bad_alloc&) {

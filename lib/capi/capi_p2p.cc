@@ -14,13 +14,13 @@ using gw::capi::need;
 namespace {
 
 // Collectives use 0xC0 << 56; the Communicator ignores wr_ids whose top byte is >= its slots.
-constexpr uint64_t kP2pTag = 0xB1ull << 56;
+constexpr uint64_t kP2pTag = 0xC2ull << 56;  // in the communicator's tag family (coll_impl.h)
 constexpr uint64_t kP2pWr = 0xFFull << 56;
 
 // The caller's registration covering [buf, buf+len), else one made for this request.
 gw::Result<const gw::MemoryRegion*> region_for(gw_comm& c, gw_request& r, const void* buf,
                                                size_t len) {
-  auto& tr = c.group->transport();
+  auto& tr = c.g->transport();
   if (!tr.properties().requires_registration || len == 0) return nullptr;
   for (auto& m : c.mrs) {
     if (m->mr.contains(buf, len)) return &m->mr;
@@ -39,7 +39,7 @@ gw_status_t post(const char* fn, gw_comm_t* c, bool is_send, void* buf, size_t b
       *req = nullptr;
     }
     if (bytes > 0) GW_RETURN_IF_ERROR(need(buf, "buf"));
-    const int n = c->group->size(), me = c->group->rank();
+    const int n = c->g->size(), me = c->g->rank();
     const bool any = !is_send && peer == GW_ANY_SOURCE;
     if (!any && (peer < 0 || peer >= n || peer == me)) {
       return invalid("peer " + std::to_string(peer) + " is not another rank (0.." +
@@ -65,15 +65,16 @@ gw_status_t post(const char* fn, gw_comm_t* c, bool is_send, void* buf, size_t b
     };
     auto mr = region_for(*c, *r, buf, bytes);
     if (!mr.ok()) return drop(mr.status());
-    const uint64_t t = kP2pTag | tag, wr = kP2pWr | uint64_t{r->gen} << 32 | r->slot;
+    const uint64_t t = kP2pTag | uint64_t{c->g->epoch() & 0xFF} << 48 | tag,
+                   wr = kP2pWr | uint64_t{r->gen} << 32 | r->slot;
     gw::Result<size_t> took = size_t{0};
     if (is_send) {
       gw::SendRequest s{buf, bytes, t, wr, *mr};
-      took = c->group->endpoint(peer).post_send({&s, 1});
+      took = c->g->endpoint(peer).post_send({&s, 1});
     } else {
       gw::RecvRequest q{buf, bytes, t, wr, *mr};
-      took = any ? c->group->transport().post_recv_any({&q, 1})
-                 : c->group->endpoint(peer).post_recv({&q, 1});
+      took =
+          any ? c->g->transport().post_recv_any({&q, 1}) : c->g->endpoint(peer).post_recv({&q, 1});
     }
     if (!took.ok()) return drop(took.status());
     if (*took != 1)
@@ -120,7 +121,7 @@ std::string describe(const gw_request& r) {
 }
 
 Status p2p_progress(gw_comm& c, Nanos wait) {
-  auto& cq = c.group->transport().cq();
+  auto& cq = c.g->transport().cq();
   wait = std::min(wait, Nanos(Millis(50)));  // gw_comm_abort from another thread: seen that soon
   auto got = wait.count() > 0 ? cq.wait(c.comps, wait) : cq.poll(c.comps);
   if (!got.ok() && got.status().code() != Code::kTimeout)

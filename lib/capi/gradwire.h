@@ -26,7 +26,7 @@ extern "C" {
 /** API version this header describes: major << 16 | minor. A library accepts a program built
  *  against the same major and a minor not above its own. */
 #define GW_API_VERSION_MAJOR 1
-#define GW_API_VERSION_MINOR 3
+#define GW_API_VERSION_MINOR 4
 #define GW_API_VERSION ((GW_API_VERSION_MAJOR << 16) | GW_API_VERSION_MINOR)
 
 #define GW_API __attribute__((visibility("default")))
@@ -145,6 +145,22 @@ GW_API gw_status_t gw_comm_abort(gw_comm_t* comm, const char* reason);
  *  (may be NULL) gets the file's name, cut to `path_len`. Same thread as the other calls.
  *  @return GW_ERR_NOT_SUPPORTED (coll.flight_records = 0), GW_ERR_SYSTEM. (API 1.3) */
 GW_API gw_status_t gw_comm_dump_flight(gw_comm_t* comm, char* path, size_t path_len);
+/** Go on without the ranks that failed (Communicator::shrink; NCCL's ncclCommShrink): every
+ *  rank still alive calls it, typically after a call returned GW_ERR_REMOTE or
+ *  GW_ERR_TIMEOUT. The callers agree on who is gone -- the ranks this one knows failed, those
+ *  in `exclude` (ranks of `comm`) on any rank, and those that neither call nor are known
+ *  failed within coll.shrink_wait_ms (10 s) -- so every survivor keeps the same set. *out
+ *  gets a communicator of the survivors, renumbered in order (gw_comm_parent_rank maps them
+ *  back), over the same connections: no rendezvous. Requests of `comm` in flight end; `comm`
+ *  stays broken: destroy it when convenient (the transport lives on in *out). A rank that is
+ *  not broken yet breaks first and tells the others, so every rank learns to call this.
+ *  Needs gw_comm_init_env's store (GW_ERR_NOT_SUPPORTED after gw_comm_init_rendezvous).
+ *  @return GW_ERR_ABORTED (this rank was excluded), GW_ERR_TIMEOUT. (API 1.4) */
+GW_API gw_status_t gw_comm_shrink(gw_comm_t* comm, const int* exclude, size_t n_exclude,
+                                  gw_comm_t** out);
+/** The rank that `rank` of `comm` had in the communicator it was shrunk from (rank itself for
+ *  one from gw_comm_init_*). (API 1.4) */
+GW_API gw_status_t gw_comm_parent_rank(const gw_comm_t* comm, int rank, int* parent);
 GW_API gw_status_t gw_comm_rank(const gw_comm_t* comm, int* rank);
 GW_API gw_status_t gw_comm_size(const gw_comm_t* comm, int* size);
 

@@ -352,8 +352,8 @@ static int errors(const char* dir) {
   gw_transport_t* t = NULL;
   CHECK(me, gw_transport_open("tcp", &t) == GW_ERR_INVALID_ARGUMENT && HAS("gw_init"));
   CHECK(me, gw_init(GW_API_VERSION + (1u << 16)) == GW_ERR_NOT_SUPPORTED);
-  CHECK(me, HAS("gw_init") && HAS("C API 2.3") && HAS("implements 1.3"));
-  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.4"));
+  CHECK(me, HAS("gw_init") && HAS("C API 2.4") && HAS("implements 1.4"));
+  CHECK(me, gw_init(GW_API_VERSION + 1) == GW_ERR_NOT_SUPPORTED && HAS("1.5"));
   CHECK_OK(me, gw_init(GW_API_VERSION));
   CHECK(me, gw_last_error()[0] == '\0' && gw_api_version() == GW_API_VERSION);
   CHECK(me, strcmp(gw_status_name(GW_ERR_TIMEOUT), "Timeout") == 0);
@@ -447,13 +447,14 @@ static int errors(const char* dir) {
   return 0;
 }
 
-int a2a_case(int rank, int n, void* arg); /* test_capi_a2a.c */
+int a2a_case(int rank, int n, void* arg);    /* test_capi_a2a.c */
+int shrink_case(int rank, int n, void* arg); /* test_capi_shrink.c */
 
 int main(int argc, char** argv) {
   char dir[256];
   int rc = 2;
   if (argc != 2 || make_temp_dir(dir, sizeof dir) != 0) {
-    fprintf(stderr, "usage: test_capi colls|a2a|p2p|rdzv|faults|abort|errors|gap\n");
+    fprintf(stderr, "usage: test_capi colls|a2a|p2p|rdzv|faults|abort|errors|gap|shrink\n");
     return 2;
   }
   const char* k = argv[1];
@@ -463,6 +464,7 @@ int main(int argc, char** argv) {
   if (strcmp(k, "rdzv") == 0) rc = run_ranks(2, rdzv, dir, 40);
   if (strcmp(k, "faults") == 0) rc = run_ranks(2, faults, dir, 40);
   if (strcmp(k, "abort") == 0) rc = run_ranks(3, abort_case, NULL, 40);
+  if (strcmp(k, "shrink") == 0) rc = run_ranks(4, shrink_case, NULL, 60);
   if (strcmp(k, "errors") == 0) rc = errors(dir);
   if (strcmp(k, "gap") == 0) {
     const char* s = getenv("GW_TEST_CAPI_TRANSPORT");

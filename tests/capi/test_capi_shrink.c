@@ -1,0 +1,53 @@
+/* capi shrink (API 1.4): rank 2 of 4 dies mid-job; the three others get an error, shrink, and
+ * go on over the same connections: an allreduce checked element by element, the parent ranks,
+ * a send/receive on the new communicator; then the old one and the new one are destroyed. */
+#include <string.h>
+#include <unistd.h>
+
+#include "capi_test_util.h"
+
+#define N 4096
+
+int shrink_case(int rank, int n, void* arg) {
+  static double x[N], y[N];
+  gw_transport_t* t = NULL;
+  gw_comm_t *c = NULL, *s = NULL;
+  (void)arg;
+  CHECK(rank, gw_init(GW_API_VERSION) == GW_OK && gw_transport_open("tcp:iface=lo", &t) == GW_OK);
+  CHECK_OK(rank, gw_comm_init_env(t, 20000, &c));
+  CHECK_OK(rank, gw_barrier(c));
+  if (rank == 2) _exit(0); /* no goodbye, no notice: as a crash */
+  for (size_t i = 0; i < N; ++i) x[i] = (double)((rank + 1) * 10 + (int)(i % 7));
+  gw_status_t st = gw_allreduce(c, x, y, N, GW_FLOAT64, GW_SUM);
+  CHECK(rank, st == GW_ERR_REMOTE || st == GW_ERR_TIMEOUT);
+  CHECK(rank, gw_last_error_rank() == 2);
+  double t0 = now_ms();
+  CHECK_OK(rank, gw_comm_shrink(c, NULL, 0, &s));
+  int r = -1, size = 0, parent[3];
+  CHECK_OK(rank, gw_comm_rank(s, &r));
+  CHECK_OK(rank, gw_comm_size(s, &size));
+  CHECK(rank, size == n - 1 && r == (rank < 2 ? rank : rank - 1));
+  for (int i = 0; i < 3; ++i) CHECK_OK(rank, gw_comm_parent_rank(s, i, &parent[i]));
+  CHECK(rank, parent[0] == 0 && parent[1] == 1 && parent[2] == 3);
+  CHECK_OK(rank, gw_allreduce(s, x, y, N, GW_FLOAT64, GW_SUM));
+  fprintf(stderr, "rank %d: shrink + allreduce %.1f ms\n", rank, now_ms() - t0);
+  for (size_t i = 0; i < N; ++i) {
+    double ref = 0;
+    for (int p = 0; p < 3; ++p) ref += (double)((parent[p] + 1) * 10 + (int)(i % 7));
+    CHECK(rank, y[i] == ref);
+  }
+  /* Point-to-point on the new communicator: new rank 0 sends to new rank 2 (old rank 3). */
+  if (r == 0) CHECK_OK(rank, gw_send(s, x, 64, 2, 5));
+  if (r == 2) {
+    int from = -1;
+    size_t got = 0;
+    CHECK_OK(rank, gw_recv(s, y, sizeof y, GW_ANY_SOURCE, 5, &got, &from));
+    CHECK(rank,
+          from == 0 && got == 64 && memcmp(y, (double[]){10, 11, 12, 13, 14, 15, 16, 10}, 64) == 0);
+  }
+  CHECK(rank, gw_barrier(c) != GW_OK); /* the old one stays broken */
+  CHECK_OK(rank, gw_comm_destroy(c));
+  CHECK_OK(rank, gw_barrier(s));
+  CHECK_OK(rank, gw_comm_destroy(s));
+  return 0;
+}
