@@ -33,25 +33,52 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<Store> store, int
   if (!c.ok()) return c.status();
   e->comm_ = std::move(*c);
   e->timeout_ = timeout;
-  e->spin_ = size <= static_cast<int>(std::thread::hardware_concurrency());
-  e->thread_ = std::thread([p = e.get()] { p->run(); });
+  e->start();
   return e;
 }
 
-Engine::~Engine() {
+void Engine::start() {
+  spin_ = comm_->size() <= static_cast<int>(std::thread::hardware_concurrency());
+  thread_ = std::thread([this] { run(); });
+}
+
+void Engine::stop_thread(std::string why) {
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!stop_) stop_why_ = std::move(why);
     stop_ = true;
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+}
+
+Result<std::unique_ptr<Engine>> Engine::shrink(std::span<const int> exclude) {
+  stop_thread("the process group was shrunk (gradwire.shrink): use the new one");
+  // The thread is gone: this one drives the communicator now.
+  GW_ASSIGN_OR_RETURN(auto c, comm_->shrink(exclude));
+  std::unique_ptr<Engine> e(new Engine());
+  e->transport_name_ = transport_name_;
+  e->timeout_ = timeout_;
+  e->comm_ = std::move(c);  // owns its group
+  e->start();
+  return e;
+}
+
+Engine::~Engine() {
+  stop_thread("process group destroyed");
   comm_.reset();   // before its Group
   group_.reset();  // then the tensors of failed jobs (kept_) may go
 }
 
 void Engine::submit(Job job) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
+    if (stop_) {  // shrunk: nothing would run it
+      Status st(Code::kAborted, "gradwire backend: " + stop_why_);
+      l.unlock();
+      if (job.done) job.done(st);
+      return;
+    }
     queue_.push_back(std::move(job));
     queued_.store(true, std::memory_order_release);
   }
@@ -158,11 +185,12 @@ void Engine::run() {
     retire_finished();
   }
   // Stopping: what is still queued or running fails rather than hanging its waiters.
-  const Status gone(Code::kUnavailable, "gradwire backend: process group destroyed");
   std::deque<Job> left;
+  Status gone;
   {
     std::lock_guard<std::mutex> l(mu_);
     left.swap(queue_);
+    gone = Status(Code::kUnavailable, "gradwire backend: " + stop_why_);
   }
   for (auto& a : active_) {
     if (a->job.done) a->job.done(gone);

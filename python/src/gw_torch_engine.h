@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,13 @@ class Engine {
   /// thread. @return the Transport/Group/Communicator errors.
   static Result<std::unique_ptr<Engine>> create(std::shared_ptr<Store> store, int rank, int size,
                                                 Nanos timeout, std::string spec);
+  /// Communicator::shrink: stops this engine's thread (what is queued or running fails),
+  /// agrees with the other survivors and returns the engine of their communicator. This
+  /// engine stays, refusing new jobs, until its process group is destroyed.
+  /// @return as Communicator::shrink.
+  Result<std::unique_ptr<Engine>> shrink(std::span<const int> exclude);
+  /// The communicator's group (rank(), size(), parent_rank()).
+  Group& group() { return comm_->group(); }
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -75,6 +83,8 @@ class Engine {
   };
 
   Engine() = default;
+  void start();
+  void stop_thread(std::string why);
   void run();
   void idle_spin();
   /// Issue what the free slots allow, oldest job first; a job never overtakes an earlier one.
@@ -97,6 +107,7 @@ class Engine {
   std::deque<Job> queue_;
   std::atomic<bool> queued_{false};  // a hint read without mu_ while the thread idles briefly
   bool stop_ = false;
+  std::string stop_why_ = "process group destroyed";
   Status error_;
 
   // Engine thread only.

@@ -3,6 +3,7 @@
 #include "process_group_gw.h"
 
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdlib>
@@ -129,6 +130,20 @@ ProcessGroupGW::ProcessGroupGW(const c10::intrusive_ptr<c10d::Store>& store, int
   engine_ = std::move(*e);
 }
 
+ProcessGroupGW::ProcessGroupGW(std::shared_ptr<Engine> engine)
+    : c10d::ProcessGroup(engine->group().rank(), engine->group().size()),
+      engine_(std::move(engine)) {}
+
+c10::intrusive_ptr<ProcessGroupGW> ProcessGroupGW::shrink(const std::vector<int>& exclude) {
+  auto e = engine_->shrink(exclude);
+  TORCH_CHECK(e.ok(), "gradwire shrink on rank ", getRank(), " of ", getSize(), ": ",
+              e.status().to_string(),
+              e.status().code() == Code::kAborted
+                  ? " [excluded: the other ranks went on without this one]"
+                  : "");
+  return c10::make_intrusive<ProcessGroupGW>(std::shared_ptr<Engine>(std::move(*e)));
+}
+
 c10::intrusive_ptr<WorkGW> ProcessGroupGW::submit(c10::intrusive_ptr<WorkGW> w, Job job) {
   w->spin_ = engine_->spin();
   w->engine_ = engine_;
@@ -171,6 +186,23 @@ PYBIND11_MODULE(_C, m) {
       py::arg("group"),
       "The rank the group's first failed call blamed (a dead, stopped or aborting peer); -1 "
       "when none was named or nothing failed.");
+  m.def(
+      "shrink",
+      [gw_pg](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::vector<int>& exclude)
+          -> c10::intrusive_ptr<c10d::ProcessGroup> { return gw_pg(pg)->shrink(exclude); },
+      py::arg("group"), py::arg("exclude") = std::vector<int>{},
+      py::call_guard<py::gil_scoped_release>(),
+      "Communicator::shrink: every surviving rank calls it after a failure; returns the "
+      "survivors' process group (ranks renumbered in order) over the same connections.");
+  m.def(
+      "parent_ranks",
+      [gw_pg](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+        std::vector<int> v;
+        auto* g = gw_pg(pg);
+        for (int r = 0; r < g->getSize(); ++r) v.push_back(g->parent_rank(r));
+        return v;
+      },
+      py::arg("group"), "Each rank's rank in the group this one was shrunk from.");
   m.def(
       "abort",
       [gw_pg](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& reason) {

@@ -44,7 +44,14 @@ class ProcessGroupGW final : public c10d::ProcessGroup {
   /// Rendezvous through `store`; `spec` empty: GW_TRANSPORT, else "tcp". Throws on failure.
   ProcessGroupGW(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                  std::chrono::milliseconds timeout, std::string spec);
+  /// The survivors' group of a shrink (ProcessGroupGW::shrink).
+  explicit ProcessGroupGW(std::shared_ptr<Engine> engine);
   const std::string getBackendName() const override { return "gradwire"; }
+  /// Communicator::shrink on every surviving rank: a new group of the survivors over the same
+  /// connections; this one refuses further calls. Throws what shrink returns.
+  c10::intrusive_ptr<ProcessGroupGW> shrink(const std::vector<int>& exclude);
+  /// Rank r's rank in the group this one was shrunk from (r for a created group).
+  int parent_rank(int r) { return engine_->group().parent_rank(r); }
   const std::string& transport_name() const { return engine_->transport_name(); }
   /// Abort (any thread): every call in flight here and on the peers fails, naming this rank.
   void abort(const std::string& reason) { engine_->abort(reason); }
