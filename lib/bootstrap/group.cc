@@ -91,8 +91,9 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   for (int p = 0; p < size; ++p) keys.push_back(prefix + "/addr/" + std::to_string(p));
   Transport& tr = *g->transport_;
   // Set before the address: a rank whose address is there has published its host too.
-  GW_RETURN_IF_ERROR(g->store_->set(prefix + "/host/" + std::to_string(rank), host_label(host))
-                         .with_context(where));
+  g->label_ = host_label(host);
+  GW_RETURN_IF_ERROR(
+      g->store_->set(prefix + "/host/" + std::to_string(rank), g->label_).with_context(where));
   GW_RETURN_IF_ERROR(
       g->store_->set(keys[static_cast<size_t>(rank)], tr.address().bytes()).with_context(where));
 
@@ -142,6 +143,13 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   }
   g->num_hosts_ = static_cast<int>(host_ids.size());
 
+  GW_RETURN_IF_ERROR(g->connect_missing(addrs, deadline, where));
+  lg->debug("{}: connected to {} peers over {}", where, size - 1, driver);
+  return g;
+}
+
+Status Group::connect_missing(const std::vector<Address>& addrs, Deadline deadline,
+                              const std::string& where) {
   // An active connect waits for the peer's answer to its authentication (gw_auth.h), but
   // answers the peers that dial this rank meanwhile: dialling every higher rank first and
   // then accepting every lower one cannot deadlock. A rank whose connect fails tells the
@@ -150,40 +158,41 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   // that, not at the timeout. Only check() there: it never blocks on any store, whereas a
   // zero-timeout get means "wait forever" to c10d's stores (the torch backend's), and a timed
   // out c10d wait may leave its TCPStore connection out of step.
-  const std::string failed_key = prefix + "/failed";
+  const std::string failed_key = prefix_ + "/failed";
   Clock::time_point next_look{};
   auto give_up = [&]() -> Status {
     auto now = Clock::now();
     if (now < next_look) return Status();
     next_look = now + kGiveUpEvery;
-    GW_ASSIGN_OR_RETURN(bool failed, g->store_->check({&failed_key, 1}));
+    GW_ASSIGN_OR_RETURN(bool failed, store_->check({&failed_key, 1}));
     if (!failed) return Status();
-    GW_ASSIGN_OR_RETURN(auto notice, g->store_->get(failed_key, deadline.remaining()));
+    GW_ASSIGN_OR_RETURN(auto notice, store_->get(failed_key, deadline.remaining()));
     return failure_notice(where, notice);
   };
   auto connect = [&](int p) -> Status {
     ConnectParams params;
     params.remote = addrs[static_cast<size_t>(p)];
-    params.key = pair_key(prefix, rank, p, size);
-    params.active = rank < p;
+    params.key = pair_key(prefix_, rank_, p, size_);
+    params.active = rank_ < p;
     params.peer_id = static_cast<uint32_t>(p);
     params.peer_name = "rank " + std::to_string(p);
     params.give_up = give_up;
-    auto ep = tr.connect(params, deadline);
+    auto ep = transport_->connect(params, deadline);
     if (!ep.ok()) {
       Status st = ep.status().with_context(where + ": connect to rank " + std::to_string(p));
       if (st.rank() < 0) st = st.with_rank(p);
       // Best effort: the others learn who, or time out as before.
-      (void)g->store_->set(failed_key, std::to_string(st.rank()) + "\n" + st.to_string());
+      (void)store_->set(failed_key, std::to_string(st.rank()) + "\n" + st.to_string());
       return st;
     }
-    g->eps_[static_cast<size_t>(p)] = std::move(*ep);
+    eps_[static_cast<size_t>(p)] = std::move(*ep);
     return Status();
   };
-  for (int p = rank + 1; p < size; ++p) GW_RETURN_IF_ERROR(connect(p));
-  for (int p = 0; p < rank; ++p) GW_RETURN_IF_ERROR(connect(p));
-  lg->debug("{}: connected to {} peers over {}", where, size - 1, driver);
-  return g;
+  for (int p = rank_ + 1; p < size_; ++p)
+    if (!eps_[static_cast<size_t>(p)]) GW_RETURN_IF_ERROR(connect(p));
+  for (int p = 0; p < rank_; ++p)
+    if (!eps_[static_cast<size_t>(p)]) GW_RETURN_IF_ERROR(connect(p));
+  return Status();
 }
 
 Result<std::unique_ptr<Group>> Group::shrink(std::span<const int> keep) {
@@ -208,6 +217,7 @@ Result<std::unique_ptr<Group>> Group::shrink(std::span<const int> keep) {
   g->prefix_ = prefix_ + ".s" + std::to_string(g->epoch_);
   g->store_ = store_;
   g->transport_ = transport_;
+  g->label_ = label_;
   g->parents_.assign(keep.begin(), keep.end());
   g->eps_.resize(keep.size());
   std::map<int, int> host_ids;  // renumbered in the order of each host's lowest rank
@@ -220,6 +230,126 @@ Result<std::unique_ptr<Group>> Group::shrink(std::span<const int> keep) {
     g->eps_[i]->rename(static_cast<uint32_t>(i), "rank " + std::to_string(i));
   }
   g->num_hosts_ = static_cast<int>(host_ids.size());
+  return g;
+}
+
+// --- grow ---
+// Keys under the grow's name: "info" (the members' rank 0: "<members> <added> <epoch> <job>"),
+// "joined" (a counter: the new ranks' tickets), "addr/<r>" and "host/<r>" of every rank of
+// the grown group, "failed" as in create().
+
+Status Group::link(Deadline deadline) {
+  const std::string where = "group rank " + std::to_string(rank_) + " (" + prefix_ + ")";
+  const std::string me = std::to_string(rank_);
+  GW_RETURN_IF_ERROR(store_->set(prefix_ + "/host/" + me, label_).with_context(where));
+  GW_RETURN_IF_ERROR(
+      store_->set(prefix_ + "/addr/" + me, transport_->address().bytes()).with_context(where));
+  std::vector<std::string> keys;
+  for (int p = 0; p < size_; ++p) keys.push_back(prefix_ + "/addr/" + std::to_string(p));
+  // Polled: a TCP store fails every wait of the job once one of its ranks was killed.
+  GW_ASSIGN_OR_RETURN(bool all,
+                      store::poll_until([&] { return store_->check(keys); }, deadline.remaining()));
+  if (!all) {
+    GW_ASSIGN_OR_RETURN(auto missing, store::missing_ranks(*store_, keys));
+    return Status(Code::kTimeout, where + ": rank(s) " + store::join_ranks(missing) +
+                                      " did not join in time (did every member call grow, "
+                                      "and every new rank join, with this name?)")
+        .with_rank(missing.empty() ? -1 : missing.front());
+  }
+  std::vector<Address> addrs(static_cast<size_t>(size_));
+  std::map<std::string, int> host_ids;
+  hosts_.assign(static_cast<size_t>(size_), 0);
+  for (int p = 0; p < size_; ++p) {
+    GW_ASSIGN_OR_RETURN(auto h, store_->get(prefix_ + "/host/" + std::to_string(p), Millis(1000)));
+    hosts_[static_cast<size_t>(p)] =
+        host_ids.emplace(h, static_cast<int>(host_ids.size())).first->second;
+    if (p == rank_ || eps_[static_cast<size_t>(p)]) continue;
+    GW_ASSIGN_OR_RETURN(auto bytes, store_->get(keys[static_cast<size_t>(p)], Millis(1000)));
+    auto addr = Address::from_bytes(bytes);
+    if (!addr.ok())
+      return addr.status().with_context(where + ": address of rank " + std::to_string(p));
+    if (addr->driver() != transport_->address().driver()) {
+      return Status(Code::kInvalidArgument, where + ": rank " + std::to_string(p) +
+                                                " uses driver '" + std::string(addr->driver()) +
+                                                "', this rank '" +
+                                                std::string(transport_->address().driver()) + "'");
+    }
+    addrs[static_cast<size_t>(p)] = *addr;
+  }
+  num_hosts_ = static_cast<int>(host_ids.size());
+  return connect_missing(addrs, deadline, where);
+}
+
+Result<std::unique_ptr<Group>> Group::grow(int added, const std::string& name, Nanos timeout) {
+  if (added < 1 || size_ + added > kMaxSize || name.empty()) {
+    return Status(Code::kInvalidArgument, "group rank " + std::to_string(rank_) +
+                                              ": grow needs added >= 1, at most " +
+                                              std::to_string(kMaxSize) + " ranks, and a name");
+  }
+  Deadline deadline(store::bounded(timeout));
+  std::unique_ptr<Group> g(new Group());
+  g->rank_ = rank_;
+  g->size_ = size_ + added;
+  g->job_id_ = job_id_;
+  g->epoch_ = epoch_ + 1;
+  g->prefix_ = name;
+  g->store_ = store_;
+  g->transport_ = transport_;
+  g->label_ = label_;
+  g->eps_.resize(static_cast<size_t>(g->size_));
+  for (int p = 0; p < g->size_; ++p) g->parents_.push_back(p < size_ ? p : -1);
+  for (int p = 0; p < size_; ++p) g->eps_[static_cast<size_t>(p)] = eps_[static_cast<size_t>(p)];
+  if (rank_ == 0) {
+    GW_RETURN_IF_ERROR(
+        store_->set(name + "/info", std::to_string(size_) + " " + std::to_string(added) + " " +
+                                        std::to_string(g->epoch_) + " " + std::to_string(job_id_)));
+  }
+  GW_RETURN_IF_ERROR(g->link(deadline));
+  return g;
+}
+
+Result<std::unique_ptr<Group>> Group::join(std::shared_ptr<Store> store,
+                                           std::unique_ptr<Transport> transport,
+                                           const std::string& name, Nanos timeout,
+                                           const std::string& host) {
+  if (!store || !transport || name.empty())
+    return Status(Code::kInvalidArgument, "group join: store, transport and name are needed");
+  Deadline deadline(store::bounded(timeout));
+  const std::string info_key = name + "/info";
+  GW_ASSIGN_OR_RETURN(bool there, store::poll_until(
+                                      [&] {
+                                        return store->check({&info_key, 1});
+                                      },
+                                      deadline.remaining()));
+  if (!there) {
+    return Status(Code::kTimeout,
+                  "group join (" + name + "): no group called grow with this name in time");
+  }
+  GW_ASSIGN_OR_RETURN(auto info, store->get(info_key, Millis(1000)));
+  long long members = 0, added = 0, epoch = 0;
+  unsigned long long job = 0;
+  if (std::sscanf(info.c_str(), "%lld %lld %lld %llu", &members, &added, &epoch, &job) != 4 ||
+      members < 1 || added < 1 || members + added > kMaxSize) {
+    return Status(Code::kProtocolError, "group join (" + name + "): bad info '" + info + "'");
+  }
+  GW_ASSIGN_OR_RETURN(int64_t ticket, store->add(name + "/joined", 1));
+  if (ticket > added) {
+    return Status(Code::kInvalidArgument, "group join (" + name + "): " + std::to_string(added) +
+                                              " rank(s) were added, and this is joiner " +
+                                              std::to_string(ticket));
+  }
+  std::unique_ptr<Group> g(new Group());
+  g->rank_ = static_cast<int>(members + ticket - 1);
+  g->size_ = static_cast<int>(members + added);
+  g->job_id_ = job;
+  g->epoch_ = static_cast<uint32_t>(epoch);
+  g->prefix_ = name;
+  g->store_ = std::move(store);
+  g->transport_ = std::move(transport);
+  g->label_ = host_label(host);
+  g->eps_.resize(static_cast<size_t>(g->size_));
+  for (int p = 0; p < g->size_; ++p) g->parents_.push_back(-1);
+  GW_RETURN_IF_ERROR(g->link(deadline));
   return g;
 }
 

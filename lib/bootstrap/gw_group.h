@@ -47,6 +47,22 @@ class Group {
   /// @return InvalidArgument (unsorted, out of range, without this rank).
   Result<std::unique_ptr<Group>> shrink(std::span<const int> keep);
 
+  /// Grow (every rank of this group calls it alike): `added` new ranks join through join()
+  /// with the same `name` and take ranks size()..size()+added-1 in the order they arrive.
+  /// Only the pairs with a new rank connect (a member dials, the lower new rank dials the
+  /// higher); the members' endpoints are shared with this group, as with shrink(). The new
+  /// group's epoch is this one's + 1 (on the new ranks too), its prefix `name`. The store is
+  /// only set, checked, added to and read where present (polled), so a job whose TCP store
+  /// saw a rank killed can still grow. @return Timeout naming the ranks that did not come;
+  /// connect errors as create().
+  Result<std::unique_ptr<Group>> grow(int added, const std::string& name, Nanos timeout);
+  /// A new rank's side of grow(): waits for the members' call under `name`, takes the next
+  /// rank, connects. @return as grow(); InvalidArgument when more ranks join than were added.
+  static Result<std::unique_ptr<Group>> join(std::shared_ptr<Store> store,
+                                             std::unique_ptr<Transport> transport,
+                                             const std::string& name, Nanos timeout,
+                                             const std::string& host = "");
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// Endpoint to `peer` (peer != rank()).
@@ -64,7 +80,8 @@ class Group {
   uint32_t next_comm() { return comms_++; }
   /// This group's store prefix ("gw" by default).
   const std::string& prefix() const { return prefix_; }
-  /// Rank `r`'s rank in the group this one was shrunk from (r itself for a created group).
+  /// Rank `r`'s rank in the group this one was shrunk or grown from (r itself for a created
+  /// group; -1 for a rank that joined).
   int parent_rank(int r) const { return parents_.empty() ? r : parents_[static_cast<size_t>(r)]; }
   Transport& transport() { return *transport_; }
   Store& store() { return *store_; }
@@ -72,12 +89,19 @@ class Group {
 
  private:
   Group() = default;
+  /// grow()/join(): publish this rank's address and host under prefix_, read every rank's
+  /// (polling), and connect every pair whose endpoint is missing; job_id_ and epoch_ set.
+  Status link(Deadline deadline);
+  /// Connects to every peer without an endpoint: dials the higher ranks, then accepts the
+  /// lower ones; watches "<prefix>/failed" meanwhile and sets it on a failure.
+  Status connect_missing(const std::vector<Address>& addrs, Deadline deadline,
+                         const std::string& where);
   int rank_ = 0;
   int size_ = 0;
   int num_hosts_ = 1;
   uint64_t job_id_ = 0;
   uint32_t epoch_ = 0, comms_ = 0;
-  std::string prefix_;
+  std::string prefix_, label_;
   std::vector<int> hosts_, parents_;
   std::shared_ptr<Store> store_;
   // Shared with the groups shrunk from this one. Declared before eps_: endpoints die first.

@@ -113,6 +113,9 @@ struct Communicator::Impl {
   void shutdown();
   /// Requests of this communicator the transport has not completed (per-peer counts, notices).
   uint64_t requests_out() const;
+  /// shrink/grow: cancel this communicator's tags and drain its requests (at most 1 s);
+  /// `drained` says whether none is left. `me` names the caller in the log.
+  void retire(const std::string& me);
   /// A call's requests may still be in the transport (a failed or unfinished call): its
   /// receives, header receives and RDMA reads may still land in this Impl's memory.
   bool transport_holds_requests() const;

@@ -1,5 +1,6 @@
 // Communicator::shrink (gw_coll.h): the survivors agree through the store on who is gone, take
-// back what the broken communicator posted, and go on over the same endpoints.
+// back what the broken communicator posted, and go on over the same endpoints. grow/join: new
+// ranks connect to the members only (Group::grow), the members' endpoints carry on.
 //
 // Agreement, under "<prefix>/shrink/<communicator>/" in the Group's store. Every caller
 // publishes its vote ("vote/<rank>": the ranks it suspects) and keeps it current while it
@@ -162,18 +163,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
       (void)im.poll_once(kLook);  // endpoint failures and notices come in meanwhile
     }
     const std::vector<int> keep = decode(decision.substr(decision.empty() ? 0 : 1), im.n);
-    // Take back every request of the old calls, then wait for what is still under way.
-    auto& tr = im.group.transport();
-    auto held = tr.cancel_tags(coll::kEpochMask, coll::make_tag(0xC0, im.epoch, 0, 0));
-    const auto drain_end = Clock::now() + kDrain;
-    while (im.requests_out() > 0 && Clock::now() < drain_end) (void)im.poll_once(Millis(1));
-    im.drained = held.ok() && *held == 0 && im.requests_out() == 0;
-    if (!im.drained) {
-      lg->warn(
-          "{}: {} requests of the old calls still in the transport after {} ms; their "
-          "memory stays until the process ends",
-          me, im.requests_out(), kDrain.count());
-    }
+    im.retire(me);
     if (std::find(keep.begin(), keep.end(), im.rank) == keep.end()) {
       return Status(Code::kAborted, me +
                                         ": this rank was excluded by the shrink (the others "
@@ -196,6 +186,64 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   lg->info("{}: {} ranks go on without rank(s) {} (this one is rank {} now) after {} ms", me,
            g.size(), encode(gone), g.rank(),
            std::chrono::duration_cast<Millis>(Clock::now() - t0).count());
+  return out;
+}
+
+void Communicator::Impl::retire(const std::string& me) {
+  // Take back every request of the old calls, then wait for what is still under way.
+  auto held = group.transport().cancel_tags(coll::kEpochMask, coll::make_tag(0xC0, epoch, 0, 0));
+  const auto drain_end = Clock::now() + kDrain;
+  while (requests_out() > 0 && Clock::now() < drain_end) (void)poll_once(Millis(1));
+  drained = held.ok() && *held == 0 && requests_out() == 0;
+  if (!drained) {
+    log::get("gw.coll")->warn(
+        "{}: {} requests of the old calls still in the transport after {} ms; their memory "
+        "stays until the process ends",
+        me, requests_out(), kDrain.count());
+  }
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::grow(int added, const std::string& name,
+                                                         Nanos timeout) {
+  Impl& im = *impl_;
+  const std::string me = "coll: grow on rank " + std::to_string(im.rank) + " of " +
+                         std::to_string(im.n) + " (" + name + ")";
+  const auto t0 = Clock::now();
+  std::unique_ptr<Group> ng;
+  {
+    auto d = im.drive();
+    im.abort_if_requested();
+    if (!im.broken.ok()) {
+      return Status(Code::kInvalidArgument, me + ": this communicator is broken (" +
+                                                im.broken.to_string() + "): shrink() it first");
+    }
+    for (const coll::Task& op : im.ops) {
+      if (op.active && !op.done)
+        return Status(Code::kInvalidArgument, me + ": calls in flight; wait for them first");
+    }
+    GW_ASSIGN_OR_RETURN(ng, im.group.grow(added, name, timeout));
+    im.retire(me);
+    im.fail_all(Status(Code::kAborted, me + ": grown; use the new communicator"),
+                /*tell_peers=*/false);
+  }
+  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*ng, im.opts));
+  out->impl_->owned = std::move(ng);
+  for (int s = 0; s < kMaxInFlight; ++s) {
+    auto& gen = out->impl_->ops[static_cast<size_t>(s)].gen;
+    gen = (im.ops[static_cast<size_t>(s)].gen + 1) & 0xFFFFFF;
+  }
+  log::get("gw.coll")->info("{}: {} ranks after {} ms", me, out->size(),
+                            std::chrono::duration_cast<Millis>(Clock::now() - t0).count());
+  return out;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::join(std::shared_ptr<Store> store,
+                                                         std::unique_ptr<Transport> transport,
+                                                         const std::string& name, Nanos timeout,
+                                                         const CommOptions& opts) {
+  GW_ASSIGN_OR_RETURN(auto g, Group::join(std::move(store), std::move(transport), name, timeout));
+  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*g, opts));
+  out->impl_->owned = std::move(g);
   return out;
 }
 

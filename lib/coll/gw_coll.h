@@ -251,6 +251,20 @@ class Communicator {
   ///         agreement did not finish within wait + 10 s); the store's errors.
   Result<std::unique_ptr<Communicator>> shrink(std::span<const int> exclude = {},
                                                const ShrinkOptions& opts = {});
+  /// Grow (every rank calls it alike, with no call in flight): `added` new ranks join with
+  /// Communicator::join(..., name, ...) and take ranks size()..size()+added-1 in the order
+  /// they arrive. Only the new pairs connect; this communicator's endpoints carry on. Returns
+  /// the grown communicator (this one's options; it owns its Group); this one stays, broken
+  /// (Aborted): destroy it when convenient. `name` must be new to the store (one per grow).
+  /// @return Timeout naming the ranks that did not come within `timeout`; InvalidArgument
+  ///         (broken: shrink first; calls in flight); connect and store errors.
+  Result<std::unique_ptr<Communicator>> grow(int added, const std::string& name, Nanos timeout);
+  /// A new rank's side of grow(): join the group that grows under `name` through `store` (the
+  /// job's), over `transport`. @return as grow(); InvalidArgument (more joined than added).
+  static Result<std::unique_ptr<Communicator>> join(std::shared_ptr<Store> store,
+                                                    std::unique_ptr<Transport> transport,
+                                                    const std::string& name, Nanos timeout,
+                                                    const CommOptions& opts = {});
   /// The group this communicator runs on (a shrunk one owns its own).
   Group& group();
 

@@ -36,21 +36,26 @@ class Job:
     def __init__(self, build, extra, store_dir=None, iters=400):
         port = free_port()
         self.lines = queue.Queue()
-        self.out = {r: [] for r in range(N)}
+        self.out = {}
         self.procs = []
+        self.args = [f"{build}/tests/coll/gw-shrink-probe", "--count", "16384", "--iters",
+                     str(iters), "--gap-ms", "5"] + extra
+        if store_dir:
+            self.args += ["--store-dir", store_dir]
         for r in range(N):
-            env = dict(os.environ, GW_RANK=str(r), GW_WORLD_SIZE=str(N),
-                       GW_MASTER_ADDR="127.0.0.1", GW_MASTER_PORT=str(port),
-                       GW_LOG_LEVEL="error")
-            args = [f"{build}/tests/coll/gw-shrink-probe", "--count", "16384", "--iters",
-                    str(iters), "--gap-ms", "5"] + extra
-            if store_dir:
-                args += ["--store-dir", store_dir]
-            p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, bufsize=1)
-            self.procs.append(p)
-            threading.Thread(target=self._read, args=(r, p.stdout), daemon=True).start()
-            threading.Thread(target=self._read, args=(r, p.stderr), daemon=True).start()
+            self.start(dict(GW_RANK=str(r), GW_WORLD_SIZE=str(N), GW_MASTER_ADDR="127.0.0.1",
+                            GW_MASTER_PORT=str(port)), [])
+
+    def start(self, env, extra):
+        """Starts a process; @return its index (ranks 0..N-1 first, replacements after)."""
+        r = len(self.procs)
+        self.out[r] = []
+        p = subprocess.Popen(self.args + extra, env=dict(os.environ, GW_LOG_LEVEL="error", **env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.procs.append(p)
+        threading.Thread(target=self._read, args=(r, p.stdout), daemon=True).start()
+        threading.Thread(target=self._read, args=(r, p.stderr), daemon=True).start()
+        return r
 
     def _read(self, r, f):
         for line in f:
@@ -73,8 +78,8 @@ class Job:
             self.procs[r].kill()
         print(f"  killed rank(s) {', '.join(map(str, ranks))}")
 
-    def finish(self, survivors, excluded=()):
-        members = ",".join(map(str, survivors))
+    def finish(self, survivors, excluded=(), ids=None):
+        members = ",".join(map(str, ids if ids is not None else survivors))
         for r in list(survivors) + list(excluded):
             try:
                 rc = self.procs[r].wait(timeout=90)
@@ -106,7 +111,7 @@ class Job:
 
     def fail(self, what):
         self.stop()
-        dump = "\n".join(f"rank {r}: {l}" for r in range(N) for l in self.out[r][-8:])
+        dump = "\n".join(f"rank {r}: {l}" for r in self.out for l in self.out[r][-8:])
         sys.exit(f"FAIL: {what}\n{dump}")
 
 
@@ -155,6 +160,45 @@ def case_suspect(build, tmp):
     job.finish([0, 1, 3, 4, 5], excluded=[2])
 
 
+def case_regrow(build, tmp, cycles=20):
+    store, stop = os.path.join(tmp, "regrow"), os.path.join(tmp, "regrow.stop")
+    common = ["--regrow", "1", "--stop-file", stop]
+    job = Job(build, common, store_dir=store, iters=10**9)
+    job.wait_for(step_seen(20), "step 20")
+    live = list(range(N))  # process indices, in the order they joined
+    ids = {r: r for r in range(N)}  # process -> data id
+    for c in range(cycles):
+        victim = 0 if c == 0 else next(p for p in live if p != 1)
+        job.kill(victim)
+        live.remove(victim)
+        new = job.start({}, ["--join", f"regrow/{c}", "--member-id", str(N + c), "--grows",
+                             str(c + 1)])
+        ids[new] = N + c
+        live.append(new)
+        seen = set()
+        while seen != set(live):  # each of the six reports the grown group with the newcomer
+            r, l = job.wait_for(lambda r, l: l.startswith("grown size=6 ") and
+                                str(N + c) in l.split("members=")[1].split(","),
+                                f"cycle {c}: the six grown with member {N + c}")
+            seen.add(r)
+        job.wait_for(lambda r, l: l.startswith("step"), f"cycle {c}: a step after the grow")
+    open(stop, "w").close()
+    order = live  # comm rank order: survivors as they were, newcomers after
+    job.finish(order, ids=[ids[p] for p in order])
+    use = [dict(kv.split("=") for kv in l.split()[1:] if "=" in kv)
+           for l in job.out[1] if l.startswith("shrunk")]
+    a, b = use[9], use[-1]
+    if a["fds"] != b["fds"] or a["threads"] != b["threads"] or \
+            int(b["rss_kb"]) - int(a["rss_kb"]) > 512:
+        job.fail(f"rank 1: cycle 10 -> {len(use)}: fds {a['fds']} -> {b['fds']}, threads "
+                 f"{a['threads']} -> {b['threads']}, rss {a['rss_kb']} -> {b['rss_kb']} kB")
+    grows = [float(l.split("ms=")[1].split()[0]) for p in live for l in job.out[p]
+             if l.startswith("grown")]
+    print(f"  {cycles} kill/shrink/grow cycles; grow + first collectives {min(grows):.1f}-"
+          f"{max(grows):.1f} ms; rank 1 over cycles 10-{len(use)}: fds {a['fds']}, threads "
+          f"{a['threads']}, rss {a['rss_kb']} -> {b['rss_kb']} kB")
+
+
 def case_leak(build, tmp):
     job = Job(build, ["--reshrink-every", "8"], store_dir=os.path.join(tmp, "leak"), iters=329)
     job.finish(list(range(N)))
@@ -174,7 +218,7 @@ def case_leak(build, tmp):
 
 
 CASES = {"kill": case_kill, "cycles": case_cycles, "in-shrink": case_in_shrink,
-         "suspect": case_suspect, "leak": case_leak}
+         "suspect": case_suspect, "regrow": case_regrow, "leak": case_leak}
 
 
 def main():

@@ -8,6 +8,11 @@
 // --shrink-at K --exclude R: rank 0 shrinks at step K, naming R (alive: it must be excluded
 // on every rank). --die-in-shrink R: rank R kills itself 1 ms into its first shrink.
 // --reshrink-every K: rank 0 shrinks (excluding nobody) every K steps, for the leak check.
+// --regrow: after each shrink the survivors grow back to the world size under the name
+// "regrow/<n>" (n counts grows); a replacement runs with --join regrow/<n> --member-id M
+// (its data's id; the original ranks are 0..world-1) and --grows n+1. --stop-file F: the
+// ranks stop together at the first multiple of 10 steps after F exists (rank 0 looks).
+// After a grow or join: "grown size=<n> ms=<t> members=<ids>" (t: grow + agreement).
 // Prints "ready <rank>", "step <k>" every 10 steps, "failed step=<k> code=<c> culprit=<r>",
 // "shrunk size=<n> rank=<r> ms=<t> gone=<orig ranks> fds=<n> threads=<n> rss_kb=<n>", "excluded",
 // and at the end "done steps=<k> size=<n> members=<orig ranks> wrong=0".
@@ -66,10 +71,19 @@ std::string join(const std::vector<int>& v) {
 
 }  // namespace
 
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 int main(int argc, char** argv) {
+  std::unique_ptr<gw::Group> group_keep;  // the created group: after every communicator
   size_t count = 1 << 18;
   int64_t iters = 100, shrink_at = -1, exclude = -1, die_in_shrink = -1, gap_ms = 0, every = 0;
-  std::string spec = "tcp:iface=lo", store_dir;
+  std::string spec = "tcp:iface=lo", store_dir, join_name, stop_file;
+  int64_t member_id = -1, grows = 0;
+  bool regrow = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char* k = argv[i];
     const char* v = argv[i + 1];
@@ -87,6 +101,16 @@ int main(int argc, char** argv) {
       exclude = std::atoll(v);
     else if (!std::strcmp(k, "--die-in-shrink"))
       die_in_shrink = std::atoll(v);
+    else if (!std::strcmp(k, "--join"))
+      join_name = v;
+    else if (!std::strcmp(k, "--member-id"))
+      member_id = std::atoll(v);
+    else if (!std::strcmp(k, "--grows"))
+      grows = std::atoll(v);
+    else if (!std::strcmp(k, "--stop-file"))
+      stop_file = v;
+    else if (!std::strcmp(k, "--regrow"))
+      regrow = std::atoll(v) != 0;
     else if (!std::strcmp(k, "--reshrink-every"))
       every = std::atoll(v);
     else if (!std::strcmp(k, "--gap-ms"))
@@ -96,35 +120,73 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto info = gw::discover_launch();
-  if (!info.ok()) return fail(info.status());
-  auto store = store_dir.empty() ? gw::store_for_launch(*info, gw::Millis(30000))
-                                 : gw::make_file_store(store_dir);
-  if (!store.ok()) return fail(store.status());
-  auto t = gw::Transport::open(spec);
-  if (!t.ok()) return fail(t.status());
-  const int me = info->rank;
-  auto g =
-      gw::Group::create(*store, std::move(*t), me, info->world_size, gw::Millis(30000), "shrink");
-  if (!g.ok()) return fail(g.status());
   gw::CommOptions o;
   o.timeout = gw::Millis(20000);
-  auto c = gw::Communicator::create(**g, o);
-  if (!c.ok()) return fail(c.status());
-  std::unique_ptr<gw::Communicator> comm = std::move(*c);
-  std::vector<int> members(static_cast<size_t>(info->world_size));
-  for (int r = 0; r < info->world_size; ++r) members[static_cast<size_t>(r)] = r;
+  std::unique_ptr<gw::Communicator> comm;
+  int world = 0, me = 0;
+  std::vector<int> members;
+  int64_t k = 0;
+  auto t = gw::Transport::open(spec);
+  if (!t.ok()) return fail(t.status());
+  if (!join_name.empty()) {  // a replacement: the members' store, no launcher rank
+    auto store = gw::make_file_store(store_dir);
+    if (!store.ok()) return fail(store.status());
+    auto c = gw::Communicator::join(*store, std::move(*t), join_name, gw::Millis(30000), o);
+    if (!c.ok()) return fail(c.status());
+    comm = std::move(*c);
+    me = static_cast<int>(member_id);
+    world = comm->size();
+    k = -1;
+  } else {
+    auto info = gw::discover_launch();
+    if (!info.ok()) return fail(info.status());
+    auto store = store_dir.empty() ? gw::store_for_launch(*info, gw::Millis(30000))
+                                   : gw::make_file_store(store_dir);
+    if (!store.ok()) return fail(store.status());
+    me = info->rank;
+    world = info->world_size;
+    auto g = gw::Group::create(*store, std::move(*t), me, world, gw::Millis(30000), "shrink");
+    if (!g.ok()) return fail(g.status());
+    auto c = gw::Communicator::create(**g, o);
+    if (!c.ok()) return fail(c.status());
+    comm = std::move(*c);
+    group_keep = std::move(*g);
+    for (int r = 0; r < world; ++r) members.push_back(r);
+  }
+  // After a grow or a join: the step (the newcomer has none) and every rank's data id.
+  auto sync_grown = [&](double t0_ms) -> gw::Status {
+    int64_t next = k;
+    GW_RETURN_IF_ERROR(comm->allreduce(&next, &next, 1, gw::DataType::kInt64, gw::ReduceOp::kMax));
+    std::vector<int64_t> ids(static_cast<size_t>(comm->size()));
+    const int64_t mine = me;
+    GW_RETURN_IF_ERROR(comm->allgather(&mine, ids.data(), 1, gw::DataType::kInt64));
+    k = next;
+    members.assign(ids.begin(), ids.end());
+    std::printf("grown size=%d ms=%.1f members=%s\n", comm->size(), now_ms() - t0_ms,
+                join(members).c_str());
+    std::fflush(stdout);
+    return gw::Status();
+  };
+  if (!join_name.empty()) {
+    if (gw::Status st = sync_grown(now_ms()); !st.ok()) return fail(st);
+  }
   std::vector<float> in(count), out(count);
   size_t wrong = 0;
   bool shrunk_once = false;
   int64_t reshrunk_at = -1;
   std::printf("ready %d\n", me);
   std::fflush(stdout);
-  for (int64_t k = 0; k < iters;) {
+  while (k < iters) {
     if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+    if (!stop_file.empty() && k % 10 == 0) {  // stop together: rank 0 looks for the file
+      int64_t stop = comm->rank() == 0 && ::access(stop_file.c_str(), F_OK) == 0;
+      gw::Status st = comm->allreduce(&stop, &stop, 1, gw::DataType::kInt64, gw::ReduceOp::kMax);
+      if (st.ok() && stop) break;
+    }
     gw::Status st;
     const bool again = every > 0 && k > 0 && k % every == 0 && k != reshrunk_at;
-    if (me == 0 && ((k == shrink_at && !shrunk_once) || again)) {
+    const int me_now = comm->rank();
+    if (me_now == 0 && ((k == shrink_at && !shrunk_once) || again)) {
       reshrunk_at = k;
       st = gw::Status(gw::Code::kAborted, "probe: shrink asked for at step " + std::to_string(k));
     } else {
@@ -147,7 +209,7 @@ int main(int argc, char** argv) {
                 gw::code_name(st.code()), st.rank());
     std::fflush(stdout);
     std::vector<int> ex;
-    if (k == shrink_at && me == 0 && exclude >= 0) ex.push_back(static_cast<int>(exclude));
+    if (k == shrink_at && me_now == 0 && exclude >= 0) ex.push_back(static_cast<int>(exclude));
     shrunk_once = true;
     if (me == die_in_shrink) {
       std::thread([] {
@@ -156,6 +218,8 @@ int main(int argc, char** argv) {
       }).detach();
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const double t0_ms = now_ms();
+    (void)t0_ms;
     auto nc = comm->shrink(ex);
     if (!nc.ok()) {
       if (nc.status().code() == gw::Code::kAborted) {
@@ -187,9 +251,22 @@ int main(int argc, char** argv) {
     std::printf("shrunk size=%d rank=%d ms=%.1f gone=%s fds=%ld threads=%ld rss_kb=%ld\n",
                 comm->size(), comm->rank(), ms, join(gone).c_str(), fds, threads, rss);
     std::fflush(stdout);
-    if (ag.ok()) k = next;  // else the next allreduce fails too, and shrinks again
+    if (!ag.ok()) continue;  // the next allreduce fails too, and shrinks again
+    k = next;
+    if (regrow && comm->size() < world) {
+      const double g0 = now_ms();
+      auto gc =
+          comm->grow(world - comm->size(), "regrow/" + std::to_string(grows++), gw::Millis(30000));
+      if (!gc.ok()) return fail(gc.status());
+      comm = std::move(*gc);
+      if (gw::Status gs = sync_grown(g0); !gs.ok()) {
+        std::printf("failed step=%lld code=%s culprit=%d\n", static_cast<long long>(k),
+                    gw::code_name(gs.code()), gs.rank());
+        std::fflush(stdout);
+      }
+    }
   }
-  std::printf("done steps=%lld size=%d members=%s wrong=%zu\n", static_cast<long long>(iters),
+  std::printf("done steps=%lld size=%d members=%s wrong=%zu\n", static_cast<long long>(k),
               comm->size(), join(members).c_str(), wrong);
   std::fflush(stdout);
   // Every survivor finishes before any leaves (a leaver would look failed to a slow one).
