@@ -1,6 +1,7 @@
 // C API: version check, errors, transports, communicators, registrations, request table.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -260,6 +261,60 @@ gw_status_t gw_comm_shrink(gw_comm_t* c, const int* exclude, size_t n_exclude, g
     auto n = std::make_unique<gw_comm>();
     n->timeout = c->timeout;
     n->comm = std::move(nc);
+    n->g = &n->comm->group();
+    *out = n.release();
+    return Status();
+  });
+}
+
+gw_status_t gw_comm_grow(gw_comm_t* c, int added, const char* name, int64_t timeout_ms,
+                         gw_comm_t** out) {
+  return guard("gw_comm_grow", nullptr, [&] {  // grow() holds the transport itself
+    GW_RETURN_IF_ERROR(need(c, "comm"));
+    GW_RETURN_IF_ERROR(need(name, "name"));
+    GW_RETURN_IF_ERROR(need(out, "out"));
+    *out = nullptr;
+    if (c->p2p_in_flight) return invalid("send/receive requests in flight: finish them first");
+    GW_ASSIGN_OR_RETURN(
+        auto nc, c->comm->grow(added, name,
+                               timeout_ms > 0 ? gw::Nanos(gw::Millis(timeout_ms)) : c->timeout));
+    auto n = std::make_unique<gw_comm>();
+    n->timeout = c->timeout;
+    n->comm = std::move(nc);
+    n->g = &n->comm->group();
+    *out = n.release();
+    return Status();
+  });
+}
+
+gw_status_t gw_comm_join_env(gw_transport_t* t, const char* name, int64_t timeout_ms,
+                             gw_comm_t** out) {
+  return guard("gw_comm_join_env", nullptr, [&] {
+    std::unique_ptr<gw_transport> owned(t);  // taken in every case, as gw_comm_init_env
+    GW_RETURN_IF_ERROR(need(t, "transport"));
+    GW_RETURN_IF_ERROR(need(name, "name"));
+    GW_RETURN_IF_ERROR(need(out, "out"));
+    *out = nullptr;
+    if (timeout_ms < 0) return invalid("timeout_ms is negative");
+    GW_ASSIGN_OR_RETURN(gw::Config cfg, gw::Config::global());
+    GW_ASSIGN_OR_RETURN(int64_t dflt, cfg.get_int("coll.timeout_ms"));
+    const gw::Nanos timeout = gw::Millis(timeout_ms > 0 ? timeout_ms : dflt);
+    const char* host = std::getenv("GW_MASTER_ADDR");
+    const char* port = std::getenv("GW_MASTER_PORT");
+    if (!host || !*host) host = std::getenv("MASTER_ADDR");
+    if (!port || !*port) port = std::getenv("MASTER_PORT");
+    if (!host || !*host || !port || std::atoi(port) <= 0 || std::atoi(port) > 65535)
+      return Status(Code::kUnavailable,
+                    "GW_MASTER_ADDR/GW_MASTER_PORT (or MASTER_*) must name "
+                    "the job's store");
+    GW_ASSIGN_OR_RETURN(
+        auto store, gw::connect_tcp_store(host, static_cast<uint16_t>(std::atoi(port)), timeout));
+    gw::CommOptions opts;
+    opts.timeout = timeout;
+    auto n = std::make_unique<gw_comm>();
+    n->timeout = timeout;
+    GW_ASSIGN_OR_RETURN(n->comm,
+                        gw::Communicator::join(store, std::move(t->t), name, timeout, opts));
     n->g = &n->comm->group();
     *out = n.release();
     return Status();

@@ -158,8 +158,21 @@ GW_API gw_status_t gw_comm_dump_flight(gw_comm_t* comm, char* path, size_t path_
  *  @return GW_ERR_ABORTED (this rank was excluded), GW_ERR_TIMEOUT. (API 1.4) */
 GW_API gw_status_t gw_comm_shrink(gw_comm_t* comm, const int* exclude, size_t n_exclude,
                                   gw_comm_t** out);
-/** The rank that `rank` of `comm` had in the communicator it was shrunk from (rank itself for
- *  one from gw_comm_init_*). (API 1.4) */
+/** Grow `comm` by `added` ranks (every member calls it alike, with nothing in flight): the new
+ *  ranks call gw_comm_join_env with the same `name` (new to the job's store: one per grow)
+ *  and take ranks size..size+added-1 in the order they arrive; only the new pairs connect.
+ *  *out gets the grown communicator; `comm` stays, unusable: destroy it when convenient.
+ *  timeout_ms 0: comm's default. @return GW_ERR_TIMEOUT naming the ranks that did not come.
+ *  (API 1.4) */
+GW_API gw_status_t gw_comm_grow(gw_comm_t* comm, int added, const char* name, int64_t timeout_ms,
+                                gw_comm_t** out);
+/** A new rank's side of gw_comm_grow: reach the job's store through GW_MASTER_ADDR/
+ *  GW_MASTER_PORT (or MASTER_*), wait for the members' grow under `name`, connect. Takes
+ *  `transport` (also on failure). (API 1.4) */
+GW_API gw_status_t gw_comm_join_env(gw_transport_t* transport, const char* name, int64_t timeout_ms,
+                                    gw_comm_t** out);
+/** The rank that `rank` of `comm` had in the communicator it was shrunk or grown from (rank
+ *  itself for one from gw_comm_init_*; -1 for a rank that joined). (API 1.4) */
 GW_API gw_status_t gw_comm_parent_rank(const gw_comm_t* comm, int rank, int* parent);
 GW_API gw_status_t gw_comm_rank(const gw_comm_t* comm, int* rank);
 GW_API gw_status_t gw_comm_size(const gw_comm_t* comm, int* size);

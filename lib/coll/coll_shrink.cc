@@ -223,8 +223,9 @@ Result<std::unique_ptr<Communicator>> Communicator::grow(int added, const std::s
     }
     GW_ASSIGN_OR_RETURN(ng, im.group.grow(added, name, timeout));
     im.retire(me);
-    im.fail_all(Status(Code::kAborted, me + ": grown; use the new communicator"),
-                /*tell_peers=*/false);
+    // Not a failure: no notice, no flight dump; later calls get this error.
+    im.broken = Status(Code::kAborted, me + ": grown; use the new communicator");
+    im.health_set_broken(im.broken);
   }
   GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*ng, im.opts));
   out->impl_->owned = std::move(ng);

@@ -464,7 +464,7 @@ int main(int argc, char** argv) {
   if (strcmp(k, "rdzv") == 0) rc = run_ranks(2, rdzv, dir, 40);
   if (strcmp(k, "faults") == 0) rc = run_ranks(2, faults, dir, 40);
   if (strcmp(k, "abort") == 0) rc = run_ranks(3, abort_case, NULL, 40);
-  if (strcmp(k, "shrink") == 0) rc = run_ranks(4, shrink_case, NULL, 60);
+  if (strcmp(k, "shrink") == 0) rc = run_ranks(5, shrink_case, NULL, 60);
   if (strcmp(k, "errors") == 0) rc = errors(dir);
   if (strcmp(k, "gap") == 0) {
     const char* s = getenv("GW_TEST_CAPI_TRANSPORT");
