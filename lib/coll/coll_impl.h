@@ -157,6 +157,8 @@ struct Communicator::Impl {
   /// Break the communicator with `st` (the first error stays) and fail every call in flight;
   /// `tell_peers`: send every peer a failure notice (not when `st` came from one).
   void fail_all(const Status& st, bool tell_peers = true);
+  /// Send every peer a failure notice with `st` (once per communicator).
+  void tell_failure(const Status& st);
   /// A refused post to `peer`: RemoteError naming it when its endpoint has failed (every
   /// driver alike: tcp says RemoteError, rdma Unavailable), else `st` in context.
   Status post_error(const Status& st, int peer, const std::string& what) const;

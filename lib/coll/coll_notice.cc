@@ -213,17 +213,7 @@ void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
     broken = st;
     health_set_broken(st);
     log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
-    if (tell_peers && n > 1 && !notices->sent_failure) {
-      notices->sent_failure = true;
-      Notice m;
-      m.kind = Notice::kFailed;
-      m.code = static_cast<uint8_t>(st.code());
-      m.culprit = st.rank();
-      m.sender = rank;
-      const auto msg = st.message();
-      std::memcpy(m.text, msg.data(), std::min(msg.size(), sizeof(m.text) - 1));
-      send_notice(Notices::kRecvs + 1, m);
-    }
+    if (tell_peers) tell_failure(st);
   }
   for (auto& o : ops) {
     if (o.active && !o.done) {
@@ -237,6 +227,19 @@ void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
                       : st.code() == Code::kAborted ? "abort"
                                                     : "failure");
   }
+}
+
+void Communicator::Impl::tell_failure(const Status& st) {
+  if (n == 1 || notices->sent_failure) return;
+  notices->sent_failure = true;
+  Notice m;
+  m.kind = Notice::kFailed;
+  m.code = static_cast<uint8_t>(st.code());
+  m.culprit = st.rank();
+  m.sender = rank;
+  const auto msg = st.message();
+  std::memcpy(m.text, msg.data(), std::min(msg.size(), sizeof(m.text) - 1));
+  send_notice(Notices::kRecvs + 1, m);
 }
 
 void Communicator::Impl::flush_notices() {

@@ -25,7 +25,8 @@ GW_CONFIG_KEYS(coll_shrink, {"coll.shrink_wait_ms", ConfigType::kInt, "10000",
                              "neither calls shrink nor is known to have failed, before they "
                              "exclude it (a rank computing outside gradwire calls late)"});
 
-constexpr Millis kLook{2};        // store look-ups while agreeing
+constexpr Millis kLook{1};        // store look-ups while agreeing
+constexpr Millis kFullRead{20};   // every vote read again (suspicions of ranks that stay away)
 constexpr Millis kDrain{1000};    // for the cancelled calls' requests to come back
 constexpr Millis kDecide{10000};  // for the decision once proposed
 
@@ -65,11 +66,23 @@ struct Agreement {
     my_vote = v;
     return store.set(base + "vote/" + std::to_string(rank), "+" + v);  // "+": never empty
   }
-  // Reads the votes present; @return whether every rank is accounted for.
-  Result<bool> read_votes() {
-    bool all = true;
+  std::string vote_key(int r) const { return base + "vote/" + std::to_string(r); }
+  // Reads the votes of the ranks not accounted for yet (`full`: every rank's again, for
+  // suspicions added since); @return whether every rank is accounted for. Between full reads
+  // one check() of the missing votes is enough (a file or TCP store: one operation).
+  Result<bool> read_votes(bool full) {
+    std::vector<std::string> missing;
+    for (int r = 0; r < n; ++r)
+      if (!voted[static_cast<size_t>(r)] && !suspect[static_cast<size_t>(r)])
+        missing.push_back(vote_key(r));
+    if (missing.empty()) return true;
+    if (!full) {
+      GW_ASSIGN_OR_RETURN(bool all_in, store.check(missing));
+      if (!all_in) return false;
+    }
     for (int r = 0; r < n; ++r) {
-      const std::string key = base + "vote/" + std::to_string(r);
+      if (!full && (voted[static_cast<size_t>(r)] || suspect[static_cast<size_t>(r)])) continue;
+      const std::string key = vote_key(r);
       GW_ASSIGN_OR_RETURN(bool has, store.check({&key, 1}));
       if (!has) continue;
       GW_ASSIGN_OR_RETURN(std::string v, store.get(key, Millis(1000)));
@@ -77,8 +90,8 @@ struct Agreement {
       for (int s : decode(v.substr(v.empty() ? 0 : 1), n)) suspect[static_cast<size_t>(s)] = 1;
     }
     for (int r = 0; r < n; ++r)
-      if (!voted[static_cast<size_t>(r)] && !suspect[static_cast<size_t>(r)]) all = false;
-    return all;
+      if (!voted[static_cast<size_t>(r)] && !suspect[static_cast<size_t>(r)]) return false;
+    return true;
   }
   std::vector<int> proposal() const {
     std::vector<int> keep;
@@ -114,6 +127,10 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
       im.fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(im.rank) +
                                              " started a shrink (call shrink() to go on)")
                       .with_rank(im.rank));
+    } else {
+      // Broken by a notice, this rank told nobody; a peer may still be waiting out its settle
+      // time on the same failure (coll_notice.h): tell it now, it votes sooner.
+      im.tell_failure(im.broken);
     }
     Agreement ag{im.group.store(),
                  im.group.prefix() + "/shrink/" + std::to_string(im.comm_index) + "/",
@@ -132,6 +149,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
     const auto vote_end = t0 + wait;
     std::string decision;
     bool proposed = false;
+    auto next_full = Clock::now();
     while (true) {
       for (int p = 0; p < im.n; ++p)
         if (p != im.rank && !im.group.endpoint(p).status().ok())
@@ -143,7 +161,9 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
         break;
       }
       if (!proposed) {
-        GW_ASSIGN_OR_RETURN(bool all, ag.read_votes());
+        const bool full = Clock::now() >= next_full;
+        if (full) next_full = Clock::now() + kFullRead;
+        GW_ASSIGN_OR_RETURN(bool all, ag.read_votes(full));
         if (all || Clock::now() >= vote_end) {
           proposed = true;
           GW_ASSIGN_OR_RETURN(int64_t ticket, im.group.store().add(ag.base + "ticket", 1));

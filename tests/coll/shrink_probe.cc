@@ -13,6 +13,9 @@
 // (its data's id; the original ranks are 0..world-1) and --grows n+1. --stop-file F: the
 // ranks stop together at the first multiple of 10 steps after F exists (rank 0 looks).
 // After a grow or join: "grown size=<n> ms=<t> members=<ids>" (t: grow + agreement).
+// --reinit 1 (the baseline of the cost table): on a failure the survivors tear everything
+// down and rendezvous again (new transport, Group::create under a new prefix, first
+// collective) instead of shrinking; they print "reinit size=<n> ms=<t>".
 // Prints "ready <rank>", "step <k>" every 10 steps, "failed step=<k> code=<c> culprit=<r>",
 // "shrunk size=<n> rank=<r> ms=<t> gone=<orig ranks> fds=<n> threads=<n> rss_kb=<n>", "excluded",
 // and at the end "done steps=<k> size=<n> members=<orig ranks> wrong=0".
@@ -83,7 +86,9 @@ int main(int argc, char** argv) {
   int64_t iters = 100, shrink_at = -1, exclude = -1, die_in_shrink = -1, gap_ms = 0, every = 0;
   std::string spec = "tcp:iface=lo", store_dir, join_name, stop_file;
   int64_t member_id = -1, grows = 0;
-  bool regrow = false;
+  bool regrow = false, reinit = false;
+  int reinits = 0;
+  std::shared_ptr<gw::Store> job_store;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char* k = argv[i];
     const char* v = argv[i + 1];
@@ -109,6 +114,8 @@ int main(int argc, char** argv) {
       grows = std::atoll(v);
     else if (!std::strcmp(k, "--stop-file"))
       stop_file = v;
+    else if (!std::strcmp(k, "--reinit"))
+      reinit = std::atoll(v) != 0;
     else if (!std::strcmp(k, "--regrow"))
       regrow = std::atoll(v) != 0;
     else if (!std::strcmp(k, "--reshrink-every"))
@@ -143,6 +150,7 @@ int main(int argc, char** argv) {
     auto store = store_dir.empty() ? gw::store_for_launch(*info, gw::Millis(30000))
                                    : gw::make_file_store(store_dir);
     if (!store.ok()) return fail(store.status());
+    job_store = *store;
     me = info->rank;
     world = info->world_size;
     auto g = gw::Group::create(*store, std::move(*t), me, world, gw::Millis(30000), "shrink");
@@ -220,6 +228,35 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const double t0_ms = now_ms();
     (void)t0_ms;
+    if (reinit) {  // the baseline: tear down, rendezvous again without the culprit
+      std::vector<int> keep;
+      for (int r = 0; r < comm->size(); ++r)
+        if (r != st.rank()) keep.push_back(r);
+      const int nr =
+          static_cast<int>(std::find(keep.begin(), keep.end(), comm->rank()) - keep.begin());
+      for (auto& m : keep) m = members[static_cast<size_t>(m)];
+      members = keep;
+      comm.reset();
+      group_keep.reset();
+      auto t2 = gw::Transport::open(spec);
+      if (!t2.ok()) return fail(t2.status());
+      auto g2 = gw::Group::create(job_store, std::move(*t2), nr, static_cast<int>(keep.size()),
+                                  gw::Millis(30000), "reinit" + std::to_string(reinits++));
+      if (!g2.ok()) return fail(g2.status());
+      auto c2 = gw::Communicator::create(**g2, o);
+      if (!c2.ok()) return fail(c2.status());
+      comm = std::move(*c2);
+      group_keep = std::move(*g2);
+      int64_t next = k;
+      if (gw::Status ag =
+              comm->allreduce(&next, &next, 1, gw::DataType::kInt64, gw::ReduceOp::kMin);
+          !ag.ok())
+        return fail(ag);
+      std::printf("reinit size=%d ms=%.1f\n", comm->size(), now_ms() - t0_ms);
+      std::fflush(stdout);
+      k = next;
+      continue;
+    }
     auto nc = comm->shrink(ex);
     if (!nc.ok()) {
       if (nc.status().code() == gw::Code::kAborted) {
