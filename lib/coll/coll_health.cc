@@ -2,6 +2,8 @@
 // the server thread answers, and what the communicator's thread publishes for it.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include "coll_impl.h"
@@ -16,7 +18,14 @@ GW_CONFIG_KEYS(coll_health,
                {"coll.health", ConfigType::kBool, "true",
                 "answer gw-doctor --live on an abstract unix socket \"@gw-health/<job>/<rank>/"
                 "<pid>.<n>\" (a thread per communicator, asleep until asked; needs "
-                "coll.flight_records > 0)"});
+                "coll.flight_records > 0)"},
+               {"coll.metrics_file", ConfigType::kString, "",
+                "write this rank's counters as Prometheus text to this file every "
+                "coll.metrics_interval_ms (through a temporary file and rename, for a "
+                "node_exporter textfile collector); {rank} and {job} are replaced; empty: off "
+                "(gw-doctor --live --prometheus asks every rank instead)"},
+               {"coll.metrics_interval_ms", ConfigType::kInt, "5000",
+                "how often coll.metrics_file is written (the health thread does it)"});
 
 std::atomic<uint32_t> g_comms{0};  // the process's communicators: a unique socket name each
 
@@ -36,7 +45,21 @@ Status Communicator::Impl::health_init() {
   const std::string name = std::string(coll::kHealthPrefix) + job + "/" + std::to_string(rank) +
                            "/" + std::to_string(getpid()) + "." +
                            std::to_string(g_comms.fetch_add(1, std::memory_order_relaxed));
-  auto s = coll::HealthServer::start(name, [this] { return health_answer(); });
+  std::string metrics = rd.str("coll.metrics_file");
+  const int64_t every = rd.in("coll.metrics_interval_ms", 100, 3'600'000);
+  GW_RETURN_IF_ERROR(rd.status());
+  coll::HealthServer::Tick tick;
+  if (!metrics.empty()) {
+    for (auto [key, val] :
+         {std::pair<std::string, std::string>{"{rank}", std::to_string(rank)}, {"{job}", job}}) {
+      for (size_t at = metrics.find(key); at != std::string::npos; at = metrics.find(key))
+        metrics.replace(at, key.size(), val);
+    }
+    metrics_path = metrics;
+    tick = [this] { health_write_metrics(); };
+  }
+  auto s = coll::HealthServer::start(
+      name, [this] { return health_answer(); }, std::move(tick), static_cast<int>(every));
   if (!s.ok()) {  // a tool's convenience: the job goes on without it
     log::get("gw.coll")->warn("coll: rank {}: no health query: {}", rank, s.status().to_string());
     return Status();
@@ -51,7 +74,43 @@ void Communicator::Impl::health_set_broken(const Status& st) {
   health_broken = st;
 }
 
-std::string Communicator::Impl::health_answer() {
+void Communicator::Impl::health_write_metrics() {
+  health_refresh();
+  uint64_t started = 0, finished = 0;
+  for (const coll::FlightEntry& e : flight->snapshot(64)) {
+    started = std::max<uint64_t>(started, e.seq);
+    if (e.state == static_cast<uint8_t>(coll::FlightState::kOk))
+      finished = std::max<uint64_t>(finished, e.seq);
+  }
+  std::string o;
+  auto sample = [&](std::string m, uint64_t v) {
+    m = "gradwire_" + m;
+    for (char& ch : m)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    o += "# TYPE " + m + " gauge\n" + m + "{job=\"" + health_job + "\",rank=\"" +
+         std::to_string(rank) + "\"} " + std::to_string(v) + "\n";
+  };
+  sample("up", 1);
+  sample("last_started_seq", started);
+  sample("last_finished_seq", finished);
+  {
+    std::lock_guard<std::mutex> l(health_mu);
+    sample("broken", health_broken.ok() ? 0 : 1);
+    for (const auto& [k, v] : health_counters) sample(k, v);
+  }
+  const std::string tmp = metrics_path + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    const bool ok = std::fwrite(o.data(), 1, o.size(), f) == o.size();
+    if (std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), metrics_path.c_str()) == 0) return;
+  }
+  if (!metrics_warned) {  // once: the job goes on without its metrics file
+    metrics_warned = true;
+    log::get("gw.coll")->warn("coll: rank {}: cannot write coll.metrics_file {}", rank,
+                              metrics_path);
+  }
+}
+
+void Communicator::Impl::health_refresh() {
   // The transport is read only while nobody drives it (no call in it, no background pass);
   // during a call the last reading is given with its age.
   ProgressGate& gate = group.transport().gate();
@@ -69,6 +128,10 @@ std::string Communicator::Impl::health_answer() {
     health_peer_err = std::move(errs);
     health_counters_ns = static_cast<int64_t>(now_ns());
   }
+}
+
+std::string Communicator::Impl::health_answer() {
+  health_refresh();
   coll::FlightContext c;
   c.rank = rank;
   c.size = n;

@@ -99,6 +99,12 @@ struct Communicator::Impl {
   /// The answer to one query (the health thread: atomics, the recorder, the guarded copies,
   /// and the transport only while no call holds it).
   std::string health_answer();
+  /// Reads the transport's counters and endpoint errors when nobody drives it (health thread).
+  void health_refresh();
+  /// coll.metrics_file: this rank's counters as Prometheus text (health thread, every tick).
+  void health_write_metrics();
+  std::string metrics_path;
+  bool metrics_warned = false;
   /// The poll loop's share: the waiting set, at each idle poll (a blocked wait: every
   /// 50 ms) and every 16th busy one.
   void health_poll(bool idle) {

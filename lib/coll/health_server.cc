@@ -8,7 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -24,10 +26,13 @@ Status health_error(const std::string& what) {
 
 }  // namespace
 
-Result<std::unique_ptr<HealthServer>> HealthServer::start(std::string name, Answer answer) {
+Result<std::unique_ptr<HealthServer>> HealthServer::start(std::string name, Answer answer,
+                                                          Tick tick, int tick_ms) {
   std::unique_ptr<HealthServer> s(new HealthServer());
   s->name_ = std::move(name);
   s->answer_ = std::move(answer);
+  s->tick_ = std::move(tick);
+  s->tick_ms_ = s->tick_ && tick_ms > 0 ? tick_ms : -1;
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (s->name_.size() + 1 > sizeof(a.sun_path))
@@ -60,9 +65,23 @@ HealthServer::~HealthServer() {
 void HealthServer::run() {
   pthread_setname_np(pthread_self(), "gw-health");
   pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  if (tick_ms_ > 0) tick_();
+  auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
   for (;;) {
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    int wait = -1;
+    if (tick_ms_ > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          next - std::chrono::steady_clock::now());
+      wait = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
+    const int k = poll(fds, 2, wait);
+    if (k < 0 && errno != EINTR) return;
     if (fds[1].revents) return;
+    if (tick_ms_ > 0 && std::chrono::steady_clock::now() >= next) {
+      tick_();
+      next = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
+    }
+    if (k <= 0) continue;
     if (!(fds[0].revents & POLLIN)) continue;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd >= 0) serve(fd);

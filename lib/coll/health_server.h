@@ -27,8 +27,11 @@ inline constexpr char kHealthPrefix[] = "gw-health/";
 class HealthServer {
  public:
   using Answer = std::function<std::string()>;
-  /// Binds "@<name>" and starts the thread. @return SystemError naming the socket.
-  static Result<std::unique_ptr<HealthServer>> start(std::string name, Answer answer);
+  using Tick = std::function<void()>;
+  /// Binds "@<name>" and starts the thread; `tick` (optional) runs on it every `tick_ms`
+  /// (the metrics file). @return SystemError naming the socket.
+  static Result<std::unique_ptr<HealthServer>> start(std::string name, Answer answer,
+                                                     Tick tick = {}, int tick_ms = 0);
   /// Stops the thread (at once: it sleeps in poll() on a stop descriptor too).
   ~HealthServer();
   HealthServer(const HealthServer&) = delete;
@@ -41,6 +44,8 @@ class HealthServer {
   void serve(int fd);
   std::string name_;
   Answer answer_;
+  Tick tick_;
+  int tick_ms_ = -1;
   int listen_fd_ = -1, stop_fd_ = -1;
   std::thread thread_;
 };

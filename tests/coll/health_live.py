@@ -7,16 +7,20 @@ Four gw-fail-probe ranks over tcp on loopback run allreduces with compute gaps. 
   2. rank 1 computes 4 s before one allreduce: the others wait in it, and the live query names
      rank 1 BEHIND and the others WAITING for it (exit 1) -- before any timeout (60 s);
   3. rank 2 is SIGSTOPped: the live query names it NOT ANSWERING, its process stopped, within
-     2 s of the stop.
+     2 s of the stop;
+  4. coll.metrics_file: each rank writes its counters as Prometheus text to its own file every
+     200 ms (checked: the rank's labels, gradwire_up 1, bytes_sent growing).
 Usage: health_live.py BUILD_DIR
 """
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 N = 4
@@ -28,12 +32,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+METRICS = tempfile.mkdtemp(prefix="gw-metrics-")
+
+
 def start(build, extra):
     port = free_port()
     procs = []
     for r in range(N):
         env = dict(os.environ, GW_RANK=str(r), GW_WORLD_SIZE=str(N), GW_MASTER_ADDR="127.0.0.1",
-                   GW_MASTER_PORT=str(port), GW_LOG_LEVEL="error")
+                   GW_MASTER_PORT=str(port), GW_LOG_LEVEL="error",
+                   GW_COLL_METRICS_FILE=os.path.join(METRICS, "gw-{job}-{rank}.prom"),
+                   GW_COLL_METRICS_INTERVAL_MS="200")
         procs.append(subprocess.Popen(
             [f"{build}/tests/coll/gw-fail-probe", "--bytes", "65536", "--timeout-ms", "60000",
              "--linger-s", "60", "--transport", "tcp:iface=lo", "--gap-ms", "20"] + extra,
@@ -99,6 +108,16 @@ def main():
         at = lines.index("# TYPE gradwire_bytes_sent gauge")
         check(all(ln.startswith("gradwire_bytes_sent{") for ln in lines[at + 1:at + 1 + N]),
               "bytes_sent's samples of all ranks follow its TYPE line", prom)
+        # The metrics files: one per rank, rewritten every 200 ms.
+        def sent(r):
+            with open(os.path.join(METRICS, f"gw-{job}-{r}.prom")) as f:
+                text = f.read()
+            check(f'gradwire_up{{job="{job}",rank="{r}"}} 1' in text, f"rank {r}'s metrics file",
+                  text)
+            return int(text.split(f'gradwire_bytes_sent{{job="{job}",rank="{r}"}} ')[1].split()[0])
+        before = [sent(r) for r in range(N)]
+        time.sleep(0.5)
+        check(all(sent(r) > before[r] for r in range(N)), "metrics files rewritten, bytes growing")
         # Rank 1 computes 4 s before allreduce #60 (~20 ms a call: about 1.2 s in).
         seen, end = None, time.monotonic() + 15
         while time.monotonic() < end:
@@ -132,6 +151,7 @@ def main():
         print(text, end="")
     finally:
         stop(procs)
+        shutil.rmtree(METRICS, ignore_errors=True)
     print("1 passed, 0 failed")
 
 
