@@ -33,10 +33,12 @@ TSAN_OPTIONS+=" suppressions=$PWD/tests/tsan.supp"
 # librte_bus_vdev's device list when ranks open ports at once). tests/tsan.supp has more.
 # coll-alltoall-dpdk is the same for the alltoall suite. coll-stop-memif runs gw-fail-probe over memif: the same DPDK, in processes. coll-rdma-vm runs
 # in the soft-RoCE VM over libibverbs and rdma_rxe, which TSan cannot see either (and it needs
-# the C API's test and the PyTorch backend, which this build leaves out).
+# the C API's test and the PyTorch backend, which this build leaves out). coll-shrink (six
+# processes per case, 20 regrow cycles) is left to the plain and ASan builds for time; its
+# threads-only twin, the gtest CollShrink.*, runs here inside test_coll.
 tests=$(meson test -C "$dir" --list --no-rebuild --suite unit --suite tcp --suite bootstrap \
   --suite coll 2>/dev/null | sed 's|.* / ||' | grep -vx -e install-consumer -e coll-dpdk \
-  -e coll-alltoall-dpdk -e coll-stop-memif -e coll-rdma-vm)
+  -e coll-alltoall-dpdk -e coll-stop-memif -e coll-rdma-vm -e coll-shrink)
 # shellcheck disable=SC2086
 meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
   $tests "$@"

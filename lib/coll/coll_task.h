@@ -110,6 +110,7 @@ struct Task {
   size_t es = 1;
   Desc desc;
   Deadline deadline{Nanos(0)};
+  Clock::time_point started{};  ///< when begin() set it up
   bool done = false;
   Status status;
   uint64_t flight_id = 0;  ///< its flight record (flight_recorder.h), 0: none or ended

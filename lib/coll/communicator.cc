@@ -190,7 +190,8 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->engine = coll::Engine::kNone;
   op->done = false;
   op->status = Status();
-  op->deadline = Deadline(call.timeout.count() > 0 ? call.timeout : timeout);
+  op->started = Clock::now();  // the deadline's and the flight record's one clock read
+  op->deadline = Deadline(op->started, call.timeout.count() > 0 ? call.timeout : timeout);
   op->in = nullptr;
   op->work = op->out = nullptr;
   op->bucket.clear();

@@ -38,7 +38,8 @@ struct FlightEntry {
   uint64_t count = 0;  ///< elements as the caller passed them
   uint64_t bytes = 0;
   uint64_t waiting = 0;  ///< at the end of a failed call: bit r = requests still pending with r
-  int64_t start_ns = 0, end_ns = 0;  ///< steady clock (gw::now_ns), end 0 while running
+  /// Steady clock (gw::now_ns); the end at the clock tick's resolution (1-4 ms), 0 while running.
+  int64_t start_ns = 0, end_ns = 0;
 };
 
 /// What this rank knows of one peer when it dumps.

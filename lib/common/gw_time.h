@@ -15,6 +15,8 @@ using Millis = std::chrono::milliseconds;
 class Deadline {
  public:
   explicit Deadline(Nanos timeout) : at_(Clock::now() + timeout) {}
+  /// `timeout` after `start` (a clock reading the caller has already taken).
+  Deadline(Clock::time_point start, Nanos timeout) : at_(start + timeout) {}
   static Deadline after_ms(int64_t ms) { return Deadline(Millis(ms)); }
 
   bool expired() const { return Clock::now() >= at_; }

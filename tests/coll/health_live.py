@@ -109,12 +109,17 @@ def main():
         check(all(ln.startswith("gradwire_bytes_sent{") for ln in lines[at + 1:at + 1 + N]),
               "bytes_sent's samples of all ranks follow its TYPE line", prom)
         # The metrics files: one per rank, rewritten every 200 ms.
-        def sent(r):
-            with open(os.path.join(METRICS, f"gw-{job}-{r}.prom")) as f:
-                text = f.read()
-            check(f'gradwire_up{{job="{job}",rank="{r}"}} 1' in text, f"rank {r}'s metrics file",
-                  text)
-            return int(text.split(f'gradwire_bytes_sent{{job="{job}",rank="{r}"}} ')[1].split()[0])
+        def sent(r):  # a rank in a call at a tick writes no counters yet: up to 2 s
+            key, text = f'gradwire_bytes_sent{{job="{job}",rank="{r}"}} ', ""
+            for _ in range(20):
+                with open(os.path.join(METRICS, f"gw-{job}-{r}.prom")) as f:
+                    text = f.read()
+                if key in text:
+                    break
+                time.sleep(0.1)
+            check(f'gradwire_up{{job="{job}",rank="{r}"}} 1' in text and key in text,
+                  f"rank {r}'s metrics file", text)
+            return int(text.split(key)[1].split()[0])
         before = [sent(r) for r in range(N)]
         time.sleep(0.5)
         check(all(sent(r) > before[r] for r in range(N)), "metrics files rewritten, bytes growing")

@@ -64,11 +64,11 @@ TEST(CollShrink, DeadRankShrinkThenRegrowToFour) {
       note(r, sum(*comm, r, out), "first allreduce");
       EXPECT_EQ(wrong(out, {0, 1, 2, 3}), 0u) << "rank " << r;
       std::vector<float> in(kCount, 1.f);
-      if (r == victim) {  // dies inside a ring allreduce
+      if (r == victim) {  // dies inside a ring allreduce (started, never driven: no one ends it)
         out.assign(kCount, 0.f);
         auto h = comm->allreduce_async(in.data(), out.data(), kCount, DataType::kFloat32,
                                        ReduceOp::kSum, {.algo = Algo::kRing});
-        for (int i = 0; i < 20 && h.ok(); ++i) (void)comm->progress();
+        EXPECT_TRUE(h.ok());
         comm.reset();
         g->reset();
         dead = true;
@@ -76,7 +76,11 @@ TEST(CollShrink, DeadRankShrinkThenRegrowToFour) {
       }
       Status st = comm->allreduce(in.data(), out.data(), kCount, DataType::kFloat32, ReduceOp::kSum,
                                   {.algo = Algo::kRing});
-      EXPECT_TRUE(st.code() == Code::kRemoteError || st.code() == Code::kTimeout) << st.to_string();
+      // RemoteError or Timeout naming rank 3, or Aborted: a survivor that learnt first may
+      // have started the shrink already.
+      EXPECT_TRUE(st.code() == Code::kRemoteError || st.code() == Code::kTimeout ||
+                  st.code() == Code::kAborted)
+          << st.to_string();
       auto s = comm->shrink();
       ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.status().to_string();
       EXPECT_EQ((*s)->size(), 3);
