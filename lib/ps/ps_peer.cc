@@ -238,8 +238,10 @@ bool PsPeer::handle_common(const Completion& c) {
       bye_[c.peer_id] = 1;
       bye_pushes_[c.peer_id] = m->bytes;
     }
-    if (m->type == static_cast<uint8_t>(MsgType::kLost)) {
-      if (m->pad >= 1 && m->pad <= static_cast<uint32_t>(g_.size())) lost_[m->pad - 1] = 1;
+    if (m->type == static_cast<uint8_t>(MsgType::kLost)) {  // only a server drops workers
+      if (is_server(static_cast<int>(c.peer_id)) && m->pad > static_cast<uint32_t>(s_.o.servers) &&
+          m->pad <= static_cast<uint32_t>(g_.size()))
+        lost_[m->pad - 1] = 1;
     } else if (m->type == static_cast<uint8_t>(MsgType::kFailed)) {
       // A peer's account of a failure comes before its connection closes: it, not the
       // close, names the culprit here.

@@ -8,12 +8,14 @@
 //       follow from them) and, for SSP, checks its final parameters element by element.
 //   ps_loss_probe server ROUNDS K FLAG      2 servers, 2 workers, one 64-float key per
 //       server; after K rounds the workers say READY and wait for FLAG (server 1 killed), then
-//       pull the lost key (RemoteError, rank 1, naming the key) and go on with the other.
+//       pull the lost key (RemoteError, rank 1, naming the key; worker 0 also has a pull of it
+//       in flight) and go on with the other.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,6 +169,16 @@ int server_loss(Group& g, int rounds, int k, const char* flag) {
       if (!check(t)) return fail(rank, "round " + std::to_string(t) + " values", Status());
     }
   }
+  // Worker 0 leaves a pull of the lost key in flight (round k lacks worker 1's push).
+  std::optional<PsHandle> inflight;
+  if (w == 0) {
+    std::vector<float> gr(kN, 1.0f);
+    auto h = (*ps)->push(lost, gr);
+    if (!h.ok() || !(*ps)->wait(*h, kTimeout).ok()) return fail(rank, "push round k", Status());
+    auto p = (*ps)->pull(lost, out);
+    if (!p.ok()) return fail(rank, "pull in flight", p.status());
+    inflight = *p;
+  }
   std::printf("READY\n");
   std::fflush(stdout);
   Deadline dl(kTimeout);
@@ -182,7 +194,8 @@ int server_loss(Group& g, int rounds, int k, const char* flag) {
                 static_cast<unsigned long long>(lost), ok ? "ok" : "WRONG", st.to_string().c_str());
     return ok;
   };
-  auto p = (*ps)->pull(lost, out);  // posted before the loss is known, or refused at once
+  if (inflight && !expect_lost("in-flight pull", (*ps)->wait(*inflight, kTimeout))) return 1;
+  auto p = (*ps)->pull(lost, out);  // refused at once, or posted before the loss is known
   if (!expect_lost("pull", p.ok() ? (*ps)->wait(*p, kTimeout) : p.status())) return 1;
   std::vector<float> gr(kN, 1.0f);
   if (!expect_lost("push", (*ps)->push(lost, gr).status())) return 1;

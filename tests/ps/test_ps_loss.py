@@ -9,8 +9,9 @@ Ranks are processes of ps_loss_probe over tcp loopback, one of them SIGKILLed:
    the 2 others' for the rest.
  - worker-ssp: the same in SSP (staleness 1); the server's final parameters must be the sum of
    every counted push.
- - server: 2 servers, 2 workers, 6 BSP rounds, server rank 1 killed after 3: a pull and a push
-   of its key fail with RemoteError naming rank 1 and the key; the other key goes on.
+ - server: 2 servers, 2 workers, 6 BSP rounds, server rank 1 killed after 3: a pull in flight
+   (worker rank 2), a new pull and a push of its key fail with RemoteError naming rank 1 and
+   the key; the other key goes on.
 
 Usage: test_ps_loss.py PROBE [CASE...]
 """
@@ -118,6 +119,8 @@ def server_case(probe):
                 bad.append(f"worker rank {r}: {what} of the lost key not refused naming rank 1")
         if f"rank {r} done" not in out[r]:
             bad.append(f"worker rank {r} did not finish")
+    if not any(l.startswith("rank 2 in-flight pull of lost key") and ": ok:" in l for l in out[2]):
+        bad.append("worker rank 2: its pull in flight did not fail naming rank 1 and the key")
     if not any(l.startswith("server 0 done, lost servers 1") for l in out[0]):
         bad.append("server 0 did not serve on to the end")
     return out, bad
