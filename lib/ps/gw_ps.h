@@ -78,7 +78,8 @@ class Updater {
   /// Floats of optimizer state per parameter element (momentum: 1).
   virtual size_t state_size() const { return 0; }
   /// Apply `grad` (the sum of `pushes` pushes) to one part of a key. `round`: a BSP round of
-  /// all `workers`; otherwise one asynchronous push.
+  /// `workers` pushes (all workers, fewer after a loss: then pushes == workers too);
+  /// otherwise one asynchronous push.
   virtual void apply(std::span<float> params, std::span<float> state, std::span<const float> grad,
                      int pushes, int workers, bool round) = 0;
   virtual std::string name() const = 0;
