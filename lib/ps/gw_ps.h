@@ -19,11 +19,22 @@
 /// A Group carries one PsServer or PsWorker for its whole life: the receives they post cannot
 /// be withdrawn from the transport, so a new job (another mode, other keys) takes a new Group.
 ///
-/// Failure: a peer rank that goes away without finishing (its endpoint fails) is a RemoteError
-/// on every other rank at its next wait/serve; bad input from a worker (unknown part, wrong
-/// size, different key table) is answered by the server with an error naming key and sizes.
-/// After a failed pull, keep its `out` buffer until the Group is destroyed: its receive may
-/// stay posted in the transport (as for collectives, gw_coll.h).
+/// Failure (PsOptions::on_loss, ps.on_loss): with "fail", a peer rank that goes away without
+/// finishing (its endpoint fails: tcp closes, dpdk times out its heartbeats) is a RemoteError
+/// on every other rank at its next wait/serve. With "continue" (the default):
+///  - A lost worker is dropped by the servers (a warning names it and its push count;
+///    PsServer::live_workers()). Rule for the rounds it leaves: every push a server received
+///    whole before it saw the loss counts, in its round; BSP rounds from then on complete with
+///    the workers left (the round in progress includes the lost worker's push iff it arrived).
+///    SSP/ASP clocks and BSP rounds ignore it; pulls waiting on it are served. Other workers
+///    go on.
+///  - A lost server: every push/pull that touches its parts fails with RemoteError
+///    (Status::rank() = the server) naming the server and the keys of its lost shard; keys
+///    held by the other servers go on. Other servers go on.
+/// Bad input from a worker (unknown part, wrong size, different key table) is answered by the
+/// server with an error naming key and sizes. After a failed pull, keep its `out` buffer until
+/// the Group is destroyed: its receive may stay posted in the transport (as for collectives,
+/// gw_coll.h).
 #pragma once
 
 #include <array>
@@ -43,6 +54,8 @@
 namespace gw {
 
 enum class Consistency : uint8_t { kBsp = 0, kAsp, kSsp };
+/// What a rank does when a peer is lost (see the failure paragraph); kConfig: ps.on_loss.
+enum class PsOnLoss : uint8_t { kConfig = 0, kContinue, kFail };
 /// "bsp", "asp", "ssp".
 const char* consistency_name(Consistency c);
 std::optional<Consistency> parse_consistency(std::string_view name);
@@ -52,9 +65,10 @@ std::optional<Consistency> parse_consistency(std::string_view name);
 struct PsOptions {
   int servers = 1;  ///< ranks 0..servers-1 serve
   Consistency mode = Consistency::kBsp;
-  int staleness = 0;            ///< SSP bound s (>= 0)
-  int64_t min_part_bytes = -1;  ///< ps.min_part_bytes: smallest piece a key is cut into
-  Nanos timeout{0};             ///< ps.timeout_ms: setup, and finish()
+  int staleness = 0;                     ///< SSP bound s (>= 0)
+  int64_t min_part_bytes = -1;           ///< ps.min_part_bytes: smallest piece a key is cut into
+  Nanos timeout{0};                      ///< ps.timeout_ms: setup, and finish()
+  PsOnLoss on_loss = PsOnLoss::kConfig;  ///< ps.on_loss: "continue" or "fail"
 };
 
 /// How a server turns pushed gradients into parameters. Called on the server's thread.
@@ -64,7 +78,8 @@ class Updater {
   /// Floats of optimizer state per parameter element (momentum: 1).
   virtual size_t state_size() const { return 0; }
   /// Apply `grad` (the sum of `pushes` pushes) to one part of a key. `round`: a BSP round of
-  /// all `workers`; otherwise one asynchronous push.
+  /// `workers` pushes (all workers, fewer after a loss: then pushes == workers too);
+  /// otherwise one asynchronous push.
   virtual void apply(std::span<float> params, std::span<float> state, std::span<const float> grad,
                      int pushes, int workers, bool round) = 0;
   virtual std::string name() const = 0;
@@ -148,6 +163,7 @@ class PsWorker {
 struct PsServerStats {
   static constexpr size_t kStaleBuckets = 17;  ///< last bucket: staleness >= 16
   uint64_t pushes = 0, pulls = 0, rounds = 0, bad_requests = 0, deferred_pulls = 0;
+  uint64_t lost_workers = 0, lost_servers = 0;  ///< peers lost and gone on without
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t max_staleness = 0;
   std::array<uint64_t, kStaleBuckets> staleness{};
@@ -167,12 +183,14 @@ class PsServer {
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;
 
-  /// Serve until every worker has finished and every other server is done (OK; the same
-  /// closing barrier as PsWorker::finish), a peer fails (RemoteError naming it), or `timeout`
-  /// passes (Timeout naming the workers still running).
+  /// Serve until every worker has finished or was lost and every other server is done or
+  /// lost (OK; the same closing barrier as PsWorker::finish), a peer fails with on_loss fail
+  /// (RemoteError naming it), or `timeout` passes (Timeout naming the workers still running).
   Status serve(Nanos timeout);
 
   const PsServerStats& stats() const;
+  /// Workers not lost (ps.on_loss = "continue"); finished ones count as alive.
+  int live_workers() const;
   const PsLayout& layout() const;
   /// Current values of part `part` (an index into layout().parts() held by this server).
   /// @return InvalidArgument if this server does not hold it.

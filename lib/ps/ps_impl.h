@@ -41,7 +41,8 @@ inline constexpr uint32_t kMaxRequests = 4096;  // 12 bits of the pull tag
 
 /// kFailed: a rank found a peer failed (dead, or stopped: its heartbeats ceased) and tells
 /// everyone before it leaves, so that no one blames it for leaving (pad = culprit rank + 1).
-enum class MsgType : uint8_t { kHelloOk = 1, kError = 2, kPull = 3, kBye = 4, kFailed = 5 };
+/// kLost (on_loss continue): a server dropped worker pad - 1; its BYE is not to be awaited.
+enum class MsgType : uint8_t { kHelloOk = 1, kError, kPull, kBye, kFailed, kLost };
 inline constexpr uint32_t kMagic = 0x47575053;  // "GWPS"
 
 /// Control message (fixed size, sent whole).
@@ -69,7 +70,8 @@ static_assert(sizeof(CtrlMsg) == 256);
 struct TableHeader {
   uint32_t magic = kMagic;
   uint8_t mode = 0;
-  uint8_t pad[3] = {};
+  uint8_t on_loss = static_cast<uint8_t>(PsOnLoss::kContinue);  // settled
+  uint8_t pad[2] = {};
   int32_t servers = 0, staleness = 0;
   uint64_t min_part = 0, nkeys = 0;
 };
@@ -162,16 +164,22 @@ class PsPeer {
   Status recv_any(const RecvRequest& r);
   /// Send a control message from the pool.
   Status send_ctrl(int peer, const CtrlMsg& m);
+  /// `culprit`: the rank the error is about (kError pad = rank + 1), -1 for none.
   Status send_error(int peer, Code code, std::string_view text, uint32_t slot = ~0u,
-                    uint32_t gen = 0, uint32_t part = 0);
+                    uint32_t gen = 0, uint32_t part = 0, int culprit = -1);
   /// Handle completions that belong to the peer layer. @return true if `c` was one.
   /// Control receives are handed to on_ctrl() and reposted.
   bool handle_common(const Completion& c);
   virtual void on_ctrl(int peer, const CtrlMsg& m, size_t len) = 0;
   /// Handle any completion of this role (calls handle_common first).
   virtual void dispatch(const Completion& c) = 0;
-  /// A peer's endpoint failed: a RemoteError unless it said BYE first.
+  /// A peer's endpoint failed: a RemoteError unless it said BYE first, or the role goes on
+  /// without it (on_peer_lost).
   void on_endpoint_error(const Completion& c);
+  /// on_loss continue: the role takes the loss of `peer` (not finished). @return false to
+  /// fail as with on_loss fail.
+  virtual bool on_peer_lost(int peer, const Status& why) = 0;
+  bool continuing() const { return s_.o.on_loss == PsOnLoss::kContinue; }
   /// Send BYE to every other rank and wait for those sends. `pushes_to(peer)` goes in the
   /// message. With `await_peers`, also wait for every other rank's BYE (the closing barrier
   /// of finish() and serve()): after it nothing more is in flight to this rank, so it can be
@@ -196,7 +204,8 @@ class PsPeer {
   std::shared_ptr<spdlog::logger> log_;
   std::string me_;  // "ps worker rank 3"
   Status error_;
-  std::vector<uint8_t> bye_;  // per rank: said BYE
+  std::vector<uint8_t> bye_;   // per rank: said BYE
+  std::vector<uint8_t> lost_;  // per rank: lost and gone on without (not awaited)
   std::vector<uint64_t> bye_pushes_;
   std::deque<Completion> backlog_;
   bool background_ = false;

@@ -15,7 +15,10 @@ GW_CONFIG_KEYS(ps,
                 "may block a push or pull"},
                {"ps.min_part_bytes", ConfigType::kInt, "65536",
                 "parameter server: keys are cut across servers only into pieces of at least "
-                "this size"});
+                "this size"},
+               {"ps.on_loss", ConfigType::kString, "continue",
+                "parameter server: a lost worker is dropped and a lost server's keys fail "
+                "(continue), or any lost rank fails every rank (fail)"});
 
 }  // namespace
 
@@ -60,6 +63,19 @@ Result<Settings> settle(const Group& g, const PsOptions& opts) {
     GW_ASSIGN_OR_RETURN(s.o.min_part_bytes, cfg.get_int("ps.min_part_bytes"));
   }
   s.min_part = static_cast<uint64_t>(std::max<int64_t>(4, s.o.min_part_bytes)) / sizeof(float);
+  if (s.o.on_loss == PsOnLoss::kConfig) {
+    GW_ASSIGN_OR_RETURN(std::string v, cfg.get_string("ps.on_loss"));
+    if (v != "continue" && v != "fail") {
+      return Status(Code::kInvalidArgument, "ps: ps.on_loss = \"" + v + "\" (" +
+                                                cfg.origin_of("ps.on_loss") +
+                                                "); use \"continue\" or \"fail\"");
+    }
+    s.o.on_loss = v == "fail" ? PsOnLoss::kFail : PsOnLoss::kContinue;
+  }
+  if (s.o.on_loss != PsOnLoss::kContinue && s.o.on_loss != PsOnLoss::kFail) {
+    return Status(Code::kInvalidArgument, "ps: unknown PsOptions::on_loss " +
+                                              std::to_string(static_cast<int>(s.o.on_loss)));
+  }
   return s;
 }
 
@@ -87,6 +103,7 @@ PsPeer::PsPeer(Group& g, Settings s, PsLayout layout, const char* role)
       log_(log::get("gw.ps")),
       me_(std::string("ps ") + role + " rank " + std::to_string(g.rank())),
       bye_(static_cast<size_t>(g.size()), 0),
+      lost_(static_cast<size_t>(g.size()), 0),
       bye_pushes_(static_cast<size_t>(g.size()), 0) {}
 
 std::string who(int servers, int rank) {
@@ -180,8 +197,9 @@ Status PsPeer::send_ctrl(int peer, const CtrlMsg& m) {
 }
 
 Status PsPeer::send_error(int peer, Code code, std::string_view text, uint32_t slot, uint32_t gen,
-                          uint32_t part) {
+                          uint32_t part, int culprit) {
   CtrlMsg m;
+  m.pad = static_cast<uint32_t>(culprit + 1);
   m.type = static_cast<uint8_t>(MsgType::kError);
   m.code = static_cast<uint8_t>(code);
   m.slot = slot;
@@ -203,10 +221,11 @@ bool PsPeer::handle_common(const Completion& c) {
   }
   if (k != WrKind::kCtrlRecv) return false;
   if (c.code != Code::kOk) {
-    if (c.code == Code::kInvalidArgument) {  // too long: not one of ours
+    if (c.code == Code::kInvalidArgument)  // too long: not one of ours
       log_->warn("{}: dropped a {}-byte control message from {}", me_, c.len, who(c.peer_id));
+    // Its sender failed: keep the receive when going on without it.
+    if (c.code == Code::kInvalidArgument || (continuing() && error_.ok()))
       (void)repost_ctrl(wr_index(c.wr_id));
-    }
     return true;
   }
   const auto* m =
@@ -219,7 +238,11 @@ bool PsPeer::handle_common(const Completion& c) {
       bye_[c.peer_id] = 1;
       bye_pushes_[c.peer_id] = m->bytes;
     }
-    if (m->type == static_cast<uint8_t>(MsgType::kFailed)) {
+    if (m->type == static_cast<uint8_t>(MsgType::kLost)) {  // only a server drops workers
+      if (is_server(static_cast<int>(c.peer_id)) && m->pad > static_cast<uint32_t>(s_.o.servers) &&
+          m->pad <= static_cast<uint32_t>(g_.size()))
+        lost_[m->pad - 1] = 1;
+    } else if (m->type == static_cast<uint8_t>(MsgType::kFailed)) {
       // A peer's account of a failure comes before its connection closes: it, not the
       // close, names the culprit here.
       const int culprit = m->pad >= 1 && m->pad <= static_cast<uint32_t>(g_.size())
@@ -240,6 +263,11 @@ bool PsPeer::handle_common(const Completion& c) {
 void PsPeer::on_endpoint_error(const Completion& c) {
   if (bye_[c.peer_id]) return;  // it finished; closing its connection is no failure
   Status ep = c.ep ? c.ep->status() : Status(c.code, "endpoint failed");
+  if (lost_[c.peer_id]) return;
+  if (continuing() && error_.ok() && on_peer_lost(static_cast<int>(c.peer_id), ep)) {
+    lost_[c.peer_id] = 1;
+    return;
+  }
   const bool first = error_.ok();
   const int culprit = ep.rank() >= 0 ? ep.rank() : static_cast<int>(c.peer_id);
   fail(Status(Code::kRemoteError, me_ + ": " + who(static_cast<int>(c.peer_id)) +
@@ -288,7 +316,7 @@ Status PsPeer::say_bye(const std::function<uint64_t(int)>& pushes_to, Nanos time
   auto waiting_for = [&] {
     std::string ranks;
     for (int r = 0; await_peers && r < g_.size(); ++r) {
-      if (r != g_.rank() && !bye_[r] && g_.endpoint(r).status().ok())
+      if (r != g_.rank() && !bye_[r] && !lost_[r] && g_.endpoint(r).status().ok())
         ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     }
     return ranks;

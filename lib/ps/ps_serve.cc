@@ -2,6 +2,7 @@
 // or applied (ASP/SSP); pulls are answered from the registered shard once the consistency
 // condition holds. The shard is not written while a reply is being sent from it.
 #include <algorithm>
+#include <climits>
 
 #include "log.h"
 #include "ps_server.h"
@@ -27,7 +28,12 @@ void PsServer::Impl::dispatch(const Completion& c) {
     Part& p = parts_[idx / slots_];
     const auto slot = static_cast<uint32_t>(idx % slots_);
     const int rank = static_cast<int>(c.peer_id);
-    if (c.code != Code::kOk && c.code != Code::kInvalidArgument) return;  // endpoint failed
+    const bool gone = rank >= s_.o.servers && !alive_[static_cast<size_t>(rank - s_.o.servers)];
+    if ((c.code != Code::kOk && c.code != Code::kInvalidArgument) || gone) {
+      // Its sender failed or was dropped: keep the slot when going on without it.
+      if (continuing() && error_.ok()) repost(p, slot);
+      return;
+    }
     ++pushes_from_[rank];
     ++stats_.pushes;
     if (std::string why = ps::check_push(s_, layout_, p.id, rank, c.code, c.len); !why.empty()) {
@@ -65,6 +71,7 @@ void PsServer::Impl::reject_pull(int rank, const CtrlMsg& m, const std::string& 
 }
 
 void PsServer::Impl::on_pull(int rank, const CtrlMsg& m) {
+  if (rank >= s_.o.servers && !alive_[static_cast<size_t>(rank - s_.o.servers)]) return;
   ++stats_.pulls;
   if (std::string why = ps::check_pull(s_, layout_, local_, rank, m); !why.empty())
     return reject_pull(rank, m, me_ + ": " + why);
@@ -140,7 +147,8 @@ void PsServer::Impl::on_push(Part& p, uint32_t slot, int worker) {
   for (uint64_t i = 0; i < p.count; ++i) agg[i] += g[i];
   repost(p, slot);
   p.pushed[static_cast<size_t>(worker)] = 1;
-  if (++p.round_pushes == workers_) {
+  ++p.round_pushes;
+  if (round_complete(p)) {
     p.round_full = true;
     try_round(p);
   }
@@ -151,7 +159,7 @@ void PsServer::Impl::try_round(Part& p) {
   const size_t st = upd_->state_size();
   float* agg = agg_.floats() + p.off;
   upd_->apply({params_.floats() + p.off, p.count}, {state_.floats() + p.off * st, p.count * st},
-              {agg, p.count}, workers_, workers_, true);
+              {agg, p.count}, p.round_pushes, p.round_pushes, true);
   std::fill(agg, agg + p.count, 0.0f);
   std::fill(p.pushed.begin(), p.pushed.end(), 0);
   p.round_pushes = 0;
@@ -172,7 +180,61 @@ void PsServer::Impl::apply_async(Part& p, uint32_t slot, int worker) {
               {stage_at(p, slot), p.count}, 1, workers_, false);
   repost(p, slot);
   ++p.clock[static_cast<size_t>(worker)];
-  p.min_clock = *std::min_element(p.clock.begin(), p.clock.end());
+  update_min_clock(p);
+}
+
+// Lost workers' clocks do not hold the others back.
+void PsServer::Impl::update_min_clock(Part& p) {
+  int64_t m = INT64_MAX;
+  for (size_t w = 0; w < p.clock.size(); ++w)
+    if (alive_[w]) m = std::min(m, p.clock[w]);
+  if (m != INT64_MAX) p.min_clock = m;
+}
+
+// BSP: every live worker pushed (a lost one's push counts if it came).
+bool PsServer::Impl::round_complete(const Part& p) const {
+  if (p.round_pushes == 0) return false;
+  for (size_t w = 0; w < p.pushed.size(); ++w)
+    if (!p.pushed[w] && alive_[w]) return false;
+  return true;
+}
+
+bool PsServer::Impl::on_peer_lost(int peer, const Status& why) {
+  if (is_server(peer)) {  // servers share nothing: only its BYE is not awaited
+    ++stats_.lost_servers;
+    log_->warn("{}: {} lost ({}); serving on", me_, who(peer), why.to_string());
+    return true;
+  }
+  const auto w = static_cast<size_t>(peer - s_.o.servers);
+  if (!alive_[w]) return true;
+  alive_[w] = 0;
+  --live_;
+  ++stats_.lost_workers;
+  log_->warn(
+      "{}: {} lost after {} push(es) ({}); going on with {} worker(s): its pushes received "
+      "so far count in their rounds",
+      me_, who(peer), pushes_from_[static_cast<size_t>(peer)], why.to_string(), live_);
+  // The other workers must not wait for its BYE (they may not see it fail themselves).
+  CtrlMsg m;
+  m.type = static_cast<uint8_t>(MsgType::kLost);
+  m.pad = static_cast<uint32_t>(peer) + 1;
+  for (int r = s_.o.servers; r < g_.size(); ++r) {
+    if (r != peer && alive_[static_cast<size_t>(r - s_.o.servers)] && g_.endpoint(r).status().ok())
+      (void)send_ctrl(r, m);
+  }
+  for (Part& p : parts_) {
+    std::erase_if(p.pulls, [&](const Pull& q) { return q.rank == peer; });
+    if (s_.o.mode == Consistency::kBsp) {
+      if (!p.round_full && round_complete(p)) {
+        p.round_full = true;
+        try_round(p);
+      }
+    } else {
+      update_min_clock(p);
+      if (!blocked(p)) serve_pulls(p);
+    }
+  }
+  return true;
 }
 
 void PsServer::Impl::drain(Part& p) {
@@ -189,8 +251,11 @@ void PsServer::Impl::drain(Part& p) {
 }
 
 bool PsServer::Impl::all_done() const {
-  for (int r = s_.o.servers; r < g_.size(); ++r)
-    if (!bye_[r] || pushes_from_[r] < bye_pushes_[r]) return false;
+  for (int r = s_.o.servers; r < g_.size(); ++r) {
+    if (alive_[static_cast<size_t>(r - s_.o.servers)] &&
+        (!bye_[r] || pushes_from_[r] < bye_pushes_[r]))
+      return false;
+  }
   for (const Part& p : parts_) {
     if (p.inflight > 0 || p.round_full || (s_.o.mode != Consistency::kBsp && !p.held.empty()))
       return false;
@@ -208,7 +273,7 @@ Status PsServer::serve(Nanos timeout) {
       // Tell the workers why this server stops, before its connections close.
       for (int r = m.s_.o.servers; r < m.g_.size(); ++r) {
         if (m.g_.endpoint(r).status().ok())
-          (void)m.send_error(r, m.error_.code(), m.error_.message());
+          (void)m.send_error(r, m.error_.code(), m.error_.message(), ~0u, 0, 0, m.error_.rank());
       }
       (void)m.say_bye([](int) { return uint64_t{0}; }, Millis(1000), false);
       return m.error_;
@@ -216,7 +281,8 @@ Status PsServer::serve(Nanos timeout) {
     if (dl.expired()) {
       std::string running;
       for (int r = m.s_.o.servers; r < m.g_.size(); ++r) {
-        if (!m.bye_[r] || m.pushes_from_[r] < m.bye_pushes_[r])
+        if (m.alive_[static_cast<size_t>(r - m.s_.o.servers)] &&
+            (!m.bye_[r] || m.pushes_from_[r] < m.bye_pushes_[r]))
           running += (running.empty() ? "" : ", ") + std::to_string(r);
       }
       return Status(Code::kTimeout, m.me_ + ": still serving after " +

@@ -14,6 +14,8 @@ using ps::WrKind;
 
 Status PsServer::Impl::setup(const PsInit& init) {
   workers_ = g_.size() - s_.o.servers;
+  live_ = workers_;
+  alive_.assign(static_cast<size_t>(workers_), 1);
   pushes_from_.assign(static_cast<size_t>(g_.size()), 0);
   local_.assign(layout_.parts().size(), -1);
   uint64_t elems = 0;
@@ -82,6 +84,11 @@ std::string ps::check_table(const Settings& s, const PsLayout& layout, const uin
   if (len < sizeof h) return std::to_string(len) + " bytes is too short";
   std::memcpy(&h, p, sizeof h);
   if (h.magic != ps::kMagic) return "bad magic (not a gradwire PS worker?)";
+  if (h.on_loss != static_cast<uint8_t>(s.o.on_loss)) {
+    return std::string("options differ: worker has on_loss ") +
+           (h.on_loss == static_cast<uint8_t>(PsOnLoss::kFail) ? "fail" : "continue") +
+           ", server has " + (s.o.on_loss == PsOnLoss::kFail ? "fail" : "continue");
+  }
   if (h.mode != static_cast<uint8_t>(s.o.mode) || h.servers != s.o.servers ||
       (s.o.mode == Consistency::kSsp && h.staleness != s.o.staleness) || h.min_part != s.min_part) {
     return std::string("options differ: worker has mode ") +
@@ -165,14 +172,20 @@ std::string PsServer::Impl::check_table(int rank, const uint8_t* p, size_t len) 
 Status PsServer::Impl::check_tables() {
   Deadline dl(s_.o.timeout);
   std::vector<uint8_t> got(static_cast<size_t>(g_.size()), 0);
-  int n_got = 0;
   Completion c[32];
-  while (n_got < workers_) {
+  // A worker lost meanwhile (on_loss continue) is not waited for.
+  auto pending = [&] {
+    for (int r = s_.o.servers; r < g_.size(); ++r)
+      if (!got[r] && alive_[static_cast<size_t>(r - s_.o.servers)]) return true;
+    return false;
+  };
+  while (pending()) {
     if (!error_.ok()) return error_;
     if (dl.expired()) {
       std::string missing;
       for (int r = s_.o.servers; r < g_.size(); ++r)
-        if (!got[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        if (!got[r] && alive_[static_cast<size_t>(r - s_.o.servers)])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       return Status(Code::kTimeout, me_ + ": no key table from worker rank(s) " + missing +
                                         " within " +
                                         std::to_string(s_.o.timeout.count() / 1000000) +
@@ -196,10 +209,7 @@ Status PsServer::Impl::check_tables() {
       } else {
         why = check_table(r, table_rx_.data() + table_cap_ * ps::wr_index(c[i].wr_id), c[i].len);
       }
-      if (!is_server(r) && !got[r]) {
-        got[r] = 1;
-        ++n_got;
-      }
+      if (!is_server(r)) got[r] = 1;
       if (why.empty()) continue;
       // Tell every worker (the culprit last, as it will exit) and give up.
       for (int q = s_.o.servers; q < g_.size(); ++q)
@@ -213,7 +223,8 @@ Status PsServer::Impl::check_tables() {
   }
   CtrlMsg ok;
   ok.type = static_cast<uint8_t>(MsgType::kHelloOk);
-  for (int r = s_.o.servers; r < g_.size(); ++r) GW_RETURN_IF_ERROR(send_ctrl(r, ok));
+  for (int r = s_.o.servers; r < g_.size(); ++r)
+    if (alive_[static_cast<size_t>(r - s_.o.servers)]) GW_RETURN_IF_ERROR(send_ctrl(r, ok));
   return Status();
 }
 
@@ -246,6 +257,7 @@ Result<std::unique_ptr<PsServer>> PsServer::create(Group& group, std::span<const
 }
 
 const PsServerStats& PsServer::stats() const { return impl_->stats_; }
+int PsServer::live_workers() const { return impl_->live_; }
 const PsLayout& PsServer::layout() const { return impl_->layout_; }
 
 Result<std::span<const float>> PsServer::part_values(uint32_t part) const {

@@ -62,6 +62,10 @@ struct PsServer::Impl final : ps::PsPeer {
     return stage_.floats() + p.stage_off + slot * p.count;
   }
   bool all_done() const;
+  // lost peers (ps_serve.cc)
+  bool on_peer_lost(int peer, const Status& why) override;
+  bool round_complete(const Part& p) const;
+  void update_min_clock(Part& p);
 
   std::unique_ptr<Updater> upd_;
   std::vector<Part> parts_;
@@ -71,6 +75,8 @@ struct PsServer::Impl final : ps::PsPeer {
   size_t table_cap_ = 0;
   uint32_t slots_ = 1;  // staging slots per part
   int workers_ = 0;
+  int live_ = 0;                // workers not lost
+  std::vector<uint8_t> alive_;  // per worker index
   PsServerStats stats_;
 };
 

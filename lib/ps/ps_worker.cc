@@ -33,13 +33,17 @@ struct PsWorker::Impl final : ps::PsPeer {
   void complete(Req& r, Status st);
   void fail_all();
   std::string req_desc(const Req& r) const;
-  Status peer_error(const Req& r, const Completion& c, const char* dir) const;
+  Status peer_error(const Req& r, const Completion& c, const char* dir);
+  bool on_peer_lost(int peer, const Status& why) override;
+  /// OK, or why key `ki` cannot be used: a server holding part of it was lost.
+  const Status* lost_shard(uint32_t ki) const;
 
   std::vector<Req> reqs_;
   std::vector<uint32_t> free_;
   std::vector<int64_t> clock_;
   std::vector<uint64_t> pushes_to_;
   std::vector<uint8_t> hello_ok_;
+  std::vector<Status> server_lost_;  // per server: why its shard is lost
   ps::RegMem table_;
   size_t table_bytes_ = 0;
   int index_ = 0, workers_ = 0;
@@ -54,6 +58,7 @@ Status PsWorker::Impl::setup() {
   clock_.assign(layout_.keys().size(), 0);
   pushes_to_.assign(static_cast<size_t>(g_.size()), 0);
   hello_ok_.assign(static_cast<size_t>(s_.o.servers), 0);
+  server_lost_.assign(static_cast<size_t>(s_.o.servers), Status());
   GW_RETURN_IF_ERROR(init_peer());
 
   // Key table and options, checked by every server.
@@ -62,6 +67,7 @@ Status PsWorker::Impl::setup() {
   GW_RETURN_IF_ERROR(table_.alloc(t_, table_bytes_, "the key table"));
   ps::TableHeader h;
   h.mode = static_cast<uint8_t>(s_.o.mode);
+  h.on_loss = static_cast<uint8_t>(s_.o.on_loss);
   h.servers = s_.o.servers;
   h.staleness = s_.o.staleness;
   h.min_part = s_.min_part;
@@ -75,6 +81,8 @@ Status PsWorker::Impl::setup() {
   Deadline dl(s_.o.timeout);
   Completion c[32];
   while (std::count(hello_ok_.begin(), hello_ok_.end(), 1) < s_.o.servers) {
+    for (const Status& lost : server_lost_)  // every server must take the table
+      if (!lost.ok()) return lost;
     if (!error_.ok()) {
       // A server rejected the table: it says BYE next; take it (bounded) so that nothing is
       // left in flight to this rank and the server is not kept waiting for our ack.
@@ -138,16 +146,64 @@ void PsWorker::Impl::on_ctrl(int peer, const CtrlMsg& m, size_t) {
     if (r.need_reason && r.parts_left == 0) r.done = true;
     return;
   }
-  fail(st);  // not about a request (key table, a bad push): the worker is broken
+  // Not about a request (key table, a bad push, the server failed): the worker is broken. Its
+  // own name first, so that what it reports says which rank reports it.
+  Status mine(code, me_ + ": " + std::string(m.text_view()));
+  if (m.pad >= 1 && m.pad <= static_cast<uint32_t>(g_.size()))
+    mine = mine.with_rank(static_cast<int>(m.pad) - 1);
+  fail(std::move(mine));
 }
 
 // A request failed with its endpoint: the worker's sticky error if it has one (a server's
 // account of what went wrong comes before its connection closes), else the endpoint's.
-Status PsWorker::Impl::peer_error(const Req& r, const Completion& c, const char* dir) const {
+// A lost server's shard is named (on_loss continue).
+Status PsWorker::Impl::peer_error(const Req& r, const Completion& c, const char* dir) {
+  const int peer = static_cast<int>(c.peer_id);
+  Status ep = c.ep ? c.ep->status() : Status(c.code, "endpoint error");
+  if (continuing() && error_.ok() && is_server(peer)) {
+    if (!lost_[peer] && on_peer_lost(peer, ep)) lost_[peer] = 1;
+    return Status(Code::kRemoteError,
+                  me_ + ": " + req_desc(r) + ": " +
+                      std::string(server_lost_[static_cast<size_t>(peer)].message()))
+        .with_rank(peer);
+  }
   if (!error_.ok()) return error_;
-  return Status(Code::kRemoteError,
-                me_ + ": " + req_desc(r) + " " + dir + " " + who(static_cast<int>(c.peer_id)) +
-                    " failed: " + (c.ep ? c.ep->status().to_string() : "endpoint error"));
+  return Status(Code::kRemoteError, me_ + ": " + req_desc(r) + " " + dir + " " + who(peer) +
+                                        " failed: " + ep.to_string())
+      .with_rank(peer);
+}
+
+bool PsWorker::Impl::on_peer_lost(int peer, const Status& why) {
+  if (!is_server(peer)) {  // workers share nothing: only its BYE is not awaited
+    log_->debug("{}: {} lost ({})", me_, who(peer), why.to_string());
+    return true;
+  }
+  std::string keys;
+  size_t n = 0;
+  for (uint32_t ki = 0; ki < layout_.keys().size(); ++ki) {
+    const uint32_t first = layout_.first_part(ki);
+    bool held = false;
+    for (uint32_t i = 0; i < layout_.num_parts(ki); ++i)
+      held |= layout_.parts()[first + i].server == static_cast<uint32_t>(peer);
+    if (!held) continue;
+    if (++n <= 16) keys += (keys.empty() ? "" : ", ") + std::to_string(layout_.keys()[ki].key);
+  }
+  if (n > 16) keys += ", ...";
+  server_lost_[static_cast<size_t>(peer)] =
+      Status(Code::kRemoteError, who(peer) + " failed (" + why.to_string() + "); its shard of " +
+                                     std::to_string(n) + " key(s) is lost: " + keys)
+          .with_rank(peer);
+  log_->warn("{}: {}", me_, std::string(server_lost_[static_cast<size_t>(peer)].message()));
+  return true;
+}
+
+const Status* PsWorker::Impl::lost_shard(uint32_t ki) const {
+  const uint32_t first = layout_.first_part(ki);
+  for (uint32_t i = 0; i < layout_.num_parts(ki); ++i) {
+    const Status& st = server_lost_[layout_.parts()[first + i].server];
+    if (!st.ok()) return &st;
+  }
+  return nullptr;
 }
 
 void PsWorker::Impl::dispatch(const Completion& c) {
@@ -200,6 +256,11 @@ Status PsWorker::Impl::check_args(const char* what, uint64_t key, const void* bu
                       std::to_string(layout_.keys().size()) + " keys are declared)");
   }
   *ki = *found;
+  if (const Status* lost = lost_shard(*ki)) {
+    return Status(Code::kRemoteError, me_ + ": " + what + " of key " + std::to_string(key) + ": " +
+                                          std::string(lost->message()))
+        .with_rank(lost->rank());
+  }
   const uint64_t want = layout_.keys()[*ki].count;
   if (n != want) {
     return Status(Code::kInvalidArgument, me_ + ": " + what + " of key " + std::to_string(key) +

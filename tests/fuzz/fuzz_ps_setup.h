@@ -25,6 +25,7 @@ inline PsSetup read_ps_setup(Input& in) {
   s.o.mode = static_cast<Consistency>(in.u8() % 3);
   s.o.servers = 1 + in.u8() % 3;
   s.o.staleness = in.u8() % 4;
+  s.o.on_loss = PsOnLoss::kContinue;  // as ps.on_loss settles by default
   s.min_part = 1 + in.u8() % 8;
   const size_t nkeys = 1 + in.u8() % std::size(kPsKeys);
   auto layout = PsLayout::make({kPsKeys, nkeys}, s.o.servers, s.min_part);

@@ -252,7 +252,7 @@ put("fuzz_coll_desc", "broadcast", bytes([0x23, 3, 0, 0]) + b"\x80" + u16(len(de
 put("fuzz_coll_desc", "barrier", bytes([4, 0, 0, 0]) + b"\x80" + u16(len(desc)) + desc)
 
 # parameter server: mode, then messages (kind: 0 control, 1 table, 2 push, 3 pull; u16, bytes)
-table = struct.pack("<IB3xiiQQ", 0x47575053, 0, 1, 1, 16384, 2) + struct.pack("<QQQQ", 1, 8, 2, 100)
+table = struct.pack("<IBB2xiiQQ", 0x47575053, 0, 1, 1, 1, 16384, 2)  # on_loss continue + struct.pack("<QQQQ", 1, 8, 2, 100)
 bye = struct.pack("<IBBHIIIIQQ", 0x47575053, 4, 0, 0, 0, 0xffffffff, 0, 0, 0, 0) + bytes(216)
 put("fuzz_ps_msgs", "table_bye", b"\x00" + b"\x01" + u16(len(table)) + table +
     b"\x00" + u16(len(bye)) + bye)
@@ -267,7 +267,7 @@ put("fuzz_ps_msgs", "many_keys", b"\x00" + b"\x01" + u16(len(table)) +
 # ps key table alone: mode, servers - 1, staleness, min_part - 1, declared keys - 1, table
 def ps_table(mode, servers, stal, min_part, keys, nkeys=None):
     n = len(keys) if nkeys is None else nkeys
-    return (struct.pack("<IB3xiiQQ", 0x47575053, mode, servers, stal, min_part, n) +
+    return (struct.pack("<IBB2xiiQQ", 0x47575053, mode, 1, servers, stal, min_part, n) +
             b"".join(struct.pack("<QQ", k, c) for k, c in keys))
 
 

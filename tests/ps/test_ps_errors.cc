@@ -73,6 +73,9 @@ TEST(PsErrors, ServerRejectsADifferentKeyTable) {
   expect_table_rejected(keys, {{1, 100}}, options(1, Consistency::kBsp),
                         {"key 2 (5 elements) is missing on the worker"});
   expect_table_rejected(keys, keys, options(1, Consistency::kSsp, 3), {"options differ", "ssp"});
+  auto fail_fast = options(1, Consistency::kBsp);
+  fail_fast.on_loss = PsOnLoss::kFail;
+  expect_table_rejected(keys, keys, fail_fast, {"options differ", "on_loss fail"});
 }
 
 // A hand-made worker (no PsWorker) sends requests a real worker never would; the server
@@ -224,6 +227,7 @@ TEST_P(PsDeath, WorkerDeathIsReportedToEveryone) {
   std::atomic<int> done{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(1, Consistency::kBsp);
+    o.on_loss = PsOnLoss::kFail;  // ps_loss_probe tests "continue"
     if (rank == 0) {
       auto s = PsServer::create(*g, keys, o, make_sum_updater());
       ASSERT_TRUE(s.ok());
@@ -267,6 +271,7 @@ TEST_P(PsDeath, ServerDeathIsReportedToEveryone) {
   std::atomic<int> done{0};
   run_ranks(3, [&](int rank, std::unique_ptr<Group>& g) {
     auto o = options(2, Consistency::kAsp);
+    o.on_loss = PsOnLoss::kFail;
     if (rank < 2) {
       auto s = PsServer::create(*g, keys, o, make_sum_updater());
       ASSERT_TRUE(s.ok());
@@ -293,6 +298,53 @@ TEST_P(PsDeath, ServerDeathIsReportedToEveryone) {
     EXPECT_EQ(st.code(), Code::kRemoteError) << st.to_string();
     EXPECT_TRUE(has(st, "server rank 1 failed")) << st.to_string();
     all_done = ++done == 2;
+  });
+}
+
+// ps.on_loss continue (processes and SIGKILL: ps-loss): the server drops a dead worker, BSP
+// rounds go on with the others and nobody else fails.
+TEST_P(PsDeath, WorkerLossIsSurvived) {
+  GW_PS_NEED_RANKS(4);
+  std::vector<KeySpec> keys{{1, 64}};
+  std::atomic<bool> pushed{false}, all_done{false};
+  std::atomic<int> done{0};
+  run_ranks(4, [&](int rank, std::unique_ptr<Group>& g) {
+    auto o = options(1, Consistency::kBsp);
+    o.on_loss = PsOnLoss::kContinue;
+    if (rank == 0) {
+      auto s = PsServer::create(*g, keys, o, make_sum_updater());
+      ASSERT_TRUE(s.ok());
+      Status st = (*s)->serve(kTimeout);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ((*s)->live_workers(), 2);
+      EXPECT_EQ((*s)->stats().lost_workers, 1u);
+      all_done = ++done == 3;
+      return;
+    }
+    auto w = PsWorker::create(*g, keys, o);
+    ASSERT_TRUE(w.ok());
+    std::vector<float> v(64, static_cast<float>(rank));
+    auto round = [&] {
+      auto p = (*w)->push(1, v);
+      ASSERT_TRUE(p.ok() && (*w)->wait(*p, kTimeout).ok());
+      auto h = (*w)->pull(1, v);
+      ASSERT_TRUE(h.ok());
+      Status st = (*w)->wait(*h, kTimeout);
+      ASSERT_TRUE(st.ok()) << "rank " << rank << ": " << st.to_string();
+    };
+    round();  // 1 + 2 + 3
+    for (float x : v) ASSERT_EQ(x, 6.0f);
+    if (rank == 3) {  // dies before pushing round 1
+      die(
+          g, [&] { w->reset(); }, all_done);
+      return;
+    }
+    std::fill(v.begin(), v.end(), static_cast<float>(rank));
+    round();  // 1 + 2
+    for (float x : v) ASSERT_EQ(x, 3.0f);
+    Status st = (*w)->finish(kTimeout);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    all_done = ++done == 3;
   });
 }
 

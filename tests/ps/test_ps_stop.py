@@ -62,7 +62,9 @@ def reported(lines):
 def main():
     build = sys.argv[1]
     exe = os.path.join(build, "apps", "gw-ps-train", "gw-ps-train")
-    env = dict(os.environ, GW_LOG_LEVEL=os.environ.get("GW_LOG_LEVEL", "warn"))
+    # Fail-fast: with ps.on_loss = continue the server would drop the worker instead.
+    env = dict(os.environ, GW_LOG_LEVEL=os.environ.get("GW_LOG_LEVEL", "warn"),
+               GW_PS_ON_LOSS="fail")
     p = subprocess.Popen([exe, "--ranks", "4", "--servers", "1", "--modes", "bsp", "--iters",
                           "1000000", "--timeout-ms", "60000", "--csv", "/dev/null", "--svg",
                           "/dev/null", "-t", "tcp:iface=lo"],
