@@ -56,13 +56,15 @@ struct Agreement {
   int n = 0, rank = 0;
   std::vector<char> suspect, voted;
   std::string my_vote;
+  bool published = false;
 
   Status publish() {
     std::vector<int> mine;
     for (int r = 0; r < n; ++r)
       if (suspect[static_cast<size_t>(r)] && r != rank) mine.push_back(r);
     std::string v = encode(mine);
-    if (v == my_vote && !my_vote.empty()) return Status();
+    if (published && v == my_vote) return Status();
+    published = true;
     my_vote = v;
     return store.set(base + "vote/" + std::to_string(rank), "+" + v);  // "+": never empty
   }
@@ -138,7 +140,8 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
                  im.rank,
                  std::vector<char>(static_cast<size_t>(im.n), 0),
                  std::vector<char>(static_cast<size_t>(im.n), 0),
-                 {}};
+                 {},
+                 false};
     for (int r : exclude)
       if (r >= 0 && r < im.n) ag.suspect[static_cast<size_t>(r)] = 1;
     const Code bc = im.broken.code();
