@@ -124,9 +124,14 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
   impl->user_mrs.reserve(kMaxUserMrs);
   impl->hier_init();
-  // Tags of this epoch may be dropped from 256 shrinks ago (Transport::cancel_tags).
-  group.transport().accept_tags(coll::kEpochMask, coll::make_tag(0xC0, impl->epoch, 0, 0));
-  GW_RETURN_IF_ERROR(coll::notices_init(*impl));
+  {
+    // After a shrink or grow the transport's progress thread runs already: hold it off while
+    // this registers and posts (a nested scope costs nothing).
+    DriveScope d(group.transport().gate());
+    // Tags of this epoch may be dropped from 256 shrinks ago (Transport::cancel_tags).
+    group.transport().accept_tags(coll::kEpochMask, coll::make_tag(0xC0, impl->epoch, 0, 0));
+    GW_RETURN_IF_ERROR(coll::notices_init(*impl));
+  }
   GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
   GW_RETURN_IF_ERROR(impl->health_init());
   // Peers are served while this rank computes between calls (transport.progress).
