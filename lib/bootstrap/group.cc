@@ -214,7 +214,12 @@ Result<std::unique_ptr<Group>> Group::shrink(std::span<const int> keep) {
   g->size_ = static_cast<int>(keep.size());
   g->job_id_ = job_id_;
   g->epoch_ = epoch_ + 1;
-  g->prefix_ = prefix_ + ".s" + std::to_string(g->epoch_);
+  // "<root>.s<epoch>": the epoch is unique along a group's line, so a long job's shrinks do
+  // not nest suffixes (the prefix stays bounded).
+  const size_t s = prefix_.rfind(".s");
+  const bool ours = s != std::string::npos && s + 2 < prefix_.size() &&
+                    prefix_.find_first_not_of("0123456789", s + 2) == std::string::npos;
+  g->prefix_ = prefix_.substr(0, ours ? s : prefix_.size()) + ".s" + std::to_string(g->epoch_);
   g->store_ = store_;
   g->transport_ = transport_;
   g->label_ = label_;

@@ -42,7 +42,8 @@ class Group {
   /// them) renumbered 0..keep.size()-1 in order, over this group's transport and the
   /// endpoints to them -- no rendezvous, no connection. Endpoints and transport are shared:
   /// both groups stay valid, in either order of destruction. The new group's epoch() is this
-  /// one's + 1 and its prefix "<prefix>.s<epoch>". Communicator::shrink decides `keep` with
+  /// one's + 1 and its prefix "<prefix>.s<epoch>" (a ".s<n>" the prefix already ends in is
+  /// replaced, not nested). Communicator::shrink decides `keep` with
   /// the other ranks; call this directly only with a set every survivor agrees on.
   /// @return InvalidArgument (unsorted, out of range, without this rank).
   Result<std::unique_ptr<Group>> shrink(std::span<const int> keep);

@@ -17,9 +17,10 @@
 // down and rendezvous again (new transport, Group::create under a new prefix, first
 // collective) instead of shrinking; they print "reinit size=<n> ms=<t>".
 // Prints "ready <rank>", "step <k>" every 10 steps, "failed step=<k> code=<c> culprit=<r>",
-// "shrunk size=<n> rank=<r> ms=<t> gone=<orig ranks> fds=<n> threads=<n> rss_kb=<n>", "excluded",
-// and at the end "done steps=<k> size=<n> members=<orig ranks> wrong=0".
+// "shrunk size=<n> rank=<r> ms=<t> gone=<orig ranks> fds=<n> threads=<n> rss_kb=<n> heap_kb=<n>",
+// "excluded", and at the end "done steps=<k> size=<n> members=<orig ranks> wrong=0".
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,9 +49,12 @@ float input(int r, int64_t k, size_t i) {
   return static_cast<float>((r + 1) * 1000 + (k % 97) * 3 + static_cast<int64_t>(i % 251));
 }
 
-// Open descriptors, threads and resident memory of this process (the leak check).
-void usage(long* fds, long* threads, long* rss_kb) {
+// Open descriptors, threads, resident memory and heap bytes in use (the leak check: RSS alone
+// moves with malloc's arenas settling; the heap in use does not).
+void usage(long* fds, long* threads, long* rss_kb, long* heap_kb) {
   *fds = *threads = *rss_kb = -1;
+  const struct mallinfo2 mi = ::mallinfo2();
+  *heap_kb = static_cast<long>((mi.uordblks + mi.hblkhd) / 1024);
   if (FILE* f = std::fopen("/proc/self/status", "r")) {
     char line[256];
     while (std::fgets(line, sizeof(line), f)) {
@@ -280,10 +284,11 @@ int main(int argc, char** argv) {
       if (std::find(kept.begin(), kept.end(), r) == kept.end()) gone.push_back(r);
     members = kept;
     comm = std::move(*nc);  // the broken one goes now (its group lives on in the new one)
-    long fds = 0, threads = 0, rss = 0;
-    usage(&fds, &threads, &rss);
-    std::printf("shrunk size=%d rank=%d ms=%.1f gone=%s fds=%ld threads=%ld rss_kb=%ld\n",
-                comm->size(), comm->rank(), ms, join(gone).c_str(), fds, threads, rss);
+    long fds = 0, threads = 0, rss = 0, heap = 0;
+    usage(&fds, &threads, &rss, &heap);
+    std::printf(
+        "shrunk size=%d rank=%d ms=%.1f gone=%s fds=%ld threads=%ld rss_kb=%ld heap_kb=%ld\n",
+        comm->size(), comm->rank(), ms, join(gone).c_str(), fds, threads, rss, heap);
     std::fflush(stdout);
     if (!ag.ok()) continue;  // the next allreduce fails too, and shrinks again
     k = next;

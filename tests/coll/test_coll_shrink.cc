@@ -85,6 +85,8 @@ TEST(CollShrink, DeadRankShrinkThenRegrowToFour) {
       ASSERT_TRUE(s.ok()) << "rank " << r << ": " << s.status().to_string();
       EXPECT_EQ((*s)->size(), 3);
       EXPECT_EQ((*s)->rank(), r);
+      EXPECT_EQ((*s)->group().prefix(), "shrinkt.s1");
+      EXPECT_EQ((*s)->group().epoch(), comm->group().epoch() + 1);
       EXPECT_FALSE(comm->barrier().ok());  // the old one stays broken
       comm = std::move(*s);
       note(r, sum(*comm, r, out), "allreduce of three");
