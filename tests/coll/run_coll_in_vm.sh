@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # meson test 'coll-rdma-vm': one boot of the soft-RoCE VM (usertools/gw-rxe-vm.sh) runs, over
 # rdma:dev=rxe0: abort and the culprit's name (test_coll, ranks as threads); a rank that makes
-# no call for 10 s (test_coll CollLiveness, test_capi gap, the PyTorch backend); SIGKILL and SIGSTOP of one of 4
+# no call for 10 s (test_coll CollLiveness, test_capi gap; the PyTorch backend with
+# GW_VM_TORCH=1); SIGKILL and SIGSTOP of one of 4
 # rank processes with coll.timeout_ms = 60 s, every survivor naming it within 2 s
 # (usertools/gw-fail-trials.py: the stopped one by its missing heartbeats).
 # Usage: run_coll_in_vm.sh SOURCE_ROOT BUILD_ROOT. Exit 77 (skip) only when the VM's packages
@@ -17,7 +18,11 @@ GW_TEST_COLL_TRANSPORT=rdma:dev=rxe0 $build/tests/coll/test_coll --gtest_brief=1
 echo "== test_capi gap over rdma:dev=rxe0"
 GW_TEST_CAPI_TRANSPORT=rdma:dev=rxe0 $build/tests/capi/test_capi gap
 echo "== PyTorch backend: compute gap over rdma:dev=rxe0"
-if ls $build/python/gradwire/_C*.so >/dev/null 2>&1; then
+if [ "${GW_VM_TORCH:-0}" != 1 ]; then
+  # Three imports of torch in the emulated guest take ~90 s of CI's budget; the backend's gap
+  # handling is above the transport (tcp and memif rows of test_liveness run on the host).
+  echo "not run: set GW_VM_TORCH=1 (about 100 s: torch imports in the TCG guest)"
+elif ls $build/python/gradwire/_C*.so >/dev/null 2>&1; then
   # TMPDIR on the guest's tmpfs: pytest's capture files and the FileStore need local files.
   TMPDIR=/var/tmp PYTHONPATH=$build/python:$src/python/tests OMP_NUM_THREADS=1 GW_LOG_LEVEL=error \
     GW_TEST_TORCH_RDMA=rdma:dev=rxe0 /usr/bin/python3 -m pytest -q -p no:cacheprovider -x \
