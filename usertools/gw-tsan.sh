@@ -31,7 +31,7 @@ TSAN_OPTIONS+=" suppressions=$PWD/tests/tsan.supp"
 # its vdev bus and the rings and mempools that hand mbufs between rank threads are invisible
 # to it, and it reports races inside DPDK (rte_pktmbuf_reset after a mempool round trip,
 # librte_bus_vdev's device list when ranks open ports at once). tests/tsan.supp has more.
-# coll-alltoall-dpdk is the same for the alltoall suite. coll-stop-memif runs gw-fail-probe over memif: the same DPDK, in processes. coll-rdma-vm runs
+# coll-alltoall-dpdk is the same for the alltoall suite. coll-stop-memif runs gw-fail-probe over memif: the same DPDK, in processes. rdma-vm (coll suite too) runs
 # in the soft-RoCE VM over libibverbs and rdma_rxe, which TSan cannot see either (and it needs
 # the C API's test and the PyTorch backend, which this build leaves out). coll-shrink (six
 # processes per case, 20 regrow cycles) is left to the plain and ASan builds for time; its
@@ -42,7 +42,7 @@ TSAN_OPTIONS+=" suppressions=$PWD/tests/tsan.supp"
 export GTEST_FILTER=${GTEST_FILTER:-"-*/tcp_inet6*:*SixtyFourMiBBothWays*"}
 tests=$(meson test -C "$dir" --list --no-rebuild --suite unit --suite tcp --suite bootstrap \
   --suite coll 2>/dev/null | sed 's|.* / ||' | grep -vx -e install-consumer -e coll-dpdk \
-  -e coll-alltoall-dpdk -e coll-stop-memif -e coll-rdma-vm -e coll-shrink)
+  -e coll-alltoall-dpdk -e coll-stop-memif -e rdma-vm -e coll-shrink)
 # shellcheck disable=SC2086
 meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 \
   $tests "$@"

@@ -45,6 +45,6 @@ def test_compute_gap_dpdk_memif(tmp_path):
 
 @pytest.mark.skipif(not os.environ.get("GW_TEST_TORCH_RDMA"),
                     reason="needs an RDMA device: runs inside the soft-RoCE VM (meson test "
-                           "coll-rdma-vm sets GW_TEST_TORCH_RDMA=rdma:dev=rxe0)")
+                           "rdma-vm sets GW_TEST_TORCH_RDMA=rdma:dev=rxe0 with GW_VM_TORCH=1)")
 def test_compute_gap_rdma():
     spawn(run_gap, 2, os.environ["GW_TEST_TORCH_RDMA"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# meson test 'nccl-rdma-vm': boots the soft-RoCE VM (usertools/gw-rxe-vm.sh) and runs the NCCL
-# plugin harness inside it over rdma:dev=rxe0: both ABI versions, 2 and 3 ranks, size
-# mismatch, a peer killed mid-transfer, bad registrations.
+# The nccl part of meson test 'rdma-vm' (run alone, it boots the soft-RoCE VM itself:
+# usertools/gw-rxe-vm.sh): the NCCL plugin harness over rdma:dev=rxe0: both ABI versions, 2
+# and 3 ranks, size mismatch, a peer killed mid-transfer, bad registrations.
 # Usage: run_nccl_in_vm.sh SOURCE_ROOT HARNESS PLUGIN. Exit 77 (skip) only when the VM's
 # packages are missing; any other failure fails the test.
 set -uo pipefail
@@ -16,4 +16,6 @@ done
 echo "== nccl-rdma-vm: all passed"
 EOF2
 )
+# tests/run_vm_suites.sh (meson's rdma-vm) collects the parts and boots the VM once for all.
+if [ -n "${GW_VM_PART:-}" ]; then printf '%s\n' "$inner" >"$GW_VM_PART"; exit 0; fi
 exec bash "$src/usertools/gw-rxe-vm.sh" --timeout 400 -- bash -c "$inner"

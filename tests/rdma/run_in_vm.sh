@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# meson test 'rdma-vm': boots the soft-RoCE VM once and runs, inside it, the rdma gtest binary,
-# the transport conformance suite's rdma rows (rxe0 with 1 and 2 queue pairs per connection)
-# and gw-perf -t rdma (bw and lat, two ranks on rxe0, every byte checked, perftest options).
+# The rdma part of meson test 'rdma-vm' (run alone, it boots the soft-RoCE VM itself): the
+# rdma gtest binary, the transport conformance suite's rdma rows (rxe0 with 1 and 2 queue
+# pairs per connection) and gw-perf -t rdma (bw and lat, two ranks on rxe0, every byte
+# checked, perftest options).
 # Usage: run_in_vm.sh SOURCE_ROOT TEST_RDMA GW_PERF [TEST_CONFORMANCE]. Exit 77 (skip) only
 # when the VM's packages are missing; any other failure fails the test.
 set -uo pipefail
@@ -31,4 +32,6 @@ $perf_bin -t rdma:dev=rxe0 --ranks 2 --test lat -s 2 -n 200 --check
 echo "== rdma-vm: all passed"
 EOF2
 )
+# tests/run_vm_suites.sh (meson's rdma-vm) collects the parts and boots the VM once for all.
+if [ -n "${GW_VM_PART:-}" ]; then printf '%s\n' "$inner" >"$GW_VM_PART"; exit 0; fi
 exec bash "$src/usertools/gw-rxe-vm.sh" --timeout 540 -- bash -c "$inner"
