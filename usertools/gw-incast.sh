@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Incast on the namespace bed (issue 44): 7 senders into 1 receiver over a --rate downlink, and
 # 1 sender alone (the uncongested latency), over tcp (the kernel's congestion control) and dpdk
-# af_packet (gradwire's own reliability and window), for each message size. Prints one table:
+# af_packet (gradwire's own reliability and window, with its receiver credits; dpdk-off:
+# dpdk.incast_credits=off), for each message size. Prints one table:
 # aggregate goodput / link, Jain's fairness index, retransmitted packets, p99 latency and its
 # ratio to the lone sender's. Needs root (gw-cluster.sh) and a build with apps/gw-incast.
 #   usertools/gw-incast.sh [-b BUILD] [-r RATE] [-S SECONDS] [-s "65536 1048576 16777216"]
-#                          [-t "tcp dpdk"] [-o DIR]
+#                          [-t "tcp dpdk dpdk-off"] [-o DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${GW_BUILD_DIR:-build} rate=1gbit secs=6 sizes="65536 1048576 16777216" ts="tcp dpdk"
@@ -22,6 +23,7 @@ spec() {
   case $1 in
     tcp) echo 'tcp:iface={iface}' ;;
     dpdk) echo 'dpdk:vdev=net_af_packet0;qdisc_bypass=0,iface={iface}' ;;
+    dpdk-off) echo 'dpdk:vdev=net_af_packet0;qdisc_bypass=0,iface={iface},incast_credits=off' ;;
   esac
 }
 run() {  # transport size hosts -> json line in $out/<t>-<size>-<hosts>.json

@@ -78,8 +78,10 @@ std::pair<uint64_t, uint64_t> tcp_segments() {
   std::string names, values, line;
   while (std::getline(f, line)) {
     if (line.rfind("Tcp:", 0) != 0) continue;
-    if (names.empty()) names = line;
-    else values = line;
+    if (names.empty())
+      names = line;
+    else
+      values = line;
   }
   std::istringstream n(names), v(values);
   std::string key, val;
@@ -103,9 +105,9 @@ Status drive(gw::Transport& t, const gw::Deadline& dl, F&& on) {
     idle = *n ? 0 : idle + 1;
     for (size_t i = 0; i < *n; ++i) {
       if (cs[i].code != Code::kOk) {
-        return Status(cs[i].code, "gw-incast: a request to or from rank " +
-                                      std::to_string(cs[i].peer_id) + " failed: " +
-                                      (cs[i].ep ? cs[i].ep->status().to_string() : ""));
+        return Status(cs[i].code,
+                      "gw-incast: a request to or from rank " + std::to_string(cs[i].peer_id) +
+                          " failed: " + (cs[i].ep ? cs[i].ep->status().to_string() : ""));
       }
       auto r = on(cs[i]);
       if (!r.ok() || *r) return r.status();
@@ -223,7 +225,8 @@ int run_receiver(const Opts& o, gw::Group& g, gw::Store& store) {
   };
   for (int p = 1; p < n; ++p)
     for (int s = 0; s <= w; ++s)
-      if (auto st = post(p, s); !st.ok()) return std::fprintf(stderr, "%s\n", st.to_string().c_str()), 1;
+      if (auto st = post(p, s); !st.ok())
+        return std::fprintf(stderr, "%s\n", st.to_string().c_str()), 1;
   std::vector<Recv> rx(static_cast<size_t>(n));
   std::vector<uint64_t> lat;
   lat.reserve(1 << 20);
@@ -242,8 +245,8 @@ int run_receiver(const Opts& o, gw::Group& g, gw::Store& store) {
       if (!first) first = t1;
       last = t1;
       lat.push_back(t1 - m[2]);
-      r.wrong += c.len != o.size ? words : wrong_words(m, words, static_cast<uint64_t>(peer),
-                                                       r.next_seq);
+      r.wrong +=
+          c.len != o.size ? words : wrong_words(m, words, static_cast<uint64_t>(peer), r.next_seq);
       ++r.next_seq;
       r.bytes += c.len;
       ++r.msgs;
@@ -273,29 +276,32 @@ int run_receiver(const Opts& o, gw::Group& g, gw::Store& store) {
     if (v.ok()) std::sscanf(v->c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64, &d, &k, &x);
     pkts += k;
     retx += x;
-    std::printf("sender %d: %" PRIu64 " messages, %.3f Gbit/s, %" PRIu64 " wrong words, "
+    std::printf("sender %d: %" PRIu64 " messages, %.3f Gbit/s, %" PRIu64
+                " wrong words, "
                 "retransmitted %" PRIu64 " of %" PRIu64 " packets\n",
                 p, r.msgs, gbps, r.wrong, x, k);
   }
   std::sort(lat.begin(), lat.end());
   auto pct = [&](double q) {
     return lat.empty() ? 0.0
-                       : static_cast<double>(lat[std::min(lat.size() - 1,
-                                                          static_cast<size_t>(q * lat.size()))]) /
+                       : static_cast<double>(
+                             lat[std::min(lat.size() - 1, static_cast<size_t>(q * lat.size()))]) /
                              1e3;
   };
   const double jain = sq > 0 ? sum * sum / ((n - 1) * sq) : 0;
   const double retx_pct = pkts ? 100.0 * static_cast<double>(retx) / static_cast<double>(pkts) : 0;
-  std::printf("incast: %d senders -> 1, %zu B messages, window %d, %.2f s: %.3f Gbit/s, Jain %.3f, "
-              "latency p50 %.0f us p99 %.0f us, retransmitted %.2f %% of packets, %" PRIu64
-              " wrong words\n",
-              n - 1, o.size, w, secs, sum, jain, pct(0.5), pct(0.99), retx_pct, wrong);
+  std::printf(
+      "incast: %d senders -> 1, %zu B messages, window %d, %.2f s: %.3f Gbit/s, Jain %.3f, "
+      "latency p50 %.0f us p99 %.0f us, retransmitted %.2f %% of packets, %" PRIu64
+      " wrong words\n",
+      n - 1, o.size, w, secs, sum, jain, pct(0.5), pct(0.99), retx_pct, wrong);
   if (o.json) {
-    std::printf("{\"senders\":%d,\"bytes\":%zu,\"window\":%d,\"seconds\":%.3f,\"gbps\":%.4f,"
-                "\"jain\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"retx_pct\":%.3f,\"wrong\":%" PRIu64
-                ",\"transport\":\"%s\"}\n",
-                n - 1, o.size, w, secs, sum, jain, pct(0.5), pct(0.99), retx_pct, wrong,
-                t.properties().name.c_str());
+    std::printf(
+        "{\"senders\":%d,\"bytes\":%zu,\"window\":%d,\"seconds\":%.3f,\"gbps\":%.4f,"
+        "\"jain\":%.4f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"retx_pct\":%.3f,\"wrong\":%" PRIu64
+        ",\"transport\":\"%s\"}\n",
+        n - 1, o.size, w, secs, sum, jain, pct(0.5), pct(0.99), retx_pct, wrong,
+        t.properties().name.c_str());
   }
   return wrong ? 1 : 0;
 }
@@ -308,7 +314,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--transport", o.transport, "transport spec");
   app.add_option("-s,--size", o.size, "message bytes (multiple of 8, >= 32)");
   app.add_option("--seconds", o.seconds, "how long each sender sends");
-  app.add_option("-w,--window", o.window, "messages in flight per sender")->check(CLI::Range(1, 64));
+  app.add_option("-w,--window", o.window, "messages in flight per sender")
+      ->check(CLI::Range(1, 64));
   app.add_option("--timeout", o.timeout_s, "seconds for set-up and the drain after --seconds");
   app.add_flag("--json", o.json, "also one JSON line (rank 0)");
   CLI11_PARSE(app, argc, argv);

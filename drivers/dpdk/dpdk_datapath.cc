@@ -40,7 +40,7 @@ uint64_t DpdkEndpoint::held_bits(uint32_t seq) const {
 // round trip at a time. A data packet cannot carry them: then a pure ack follows.
 uint32_t DpdkEndpoint::fill_ack(WireHdr* h, uint64_t* ext) {
   h->ack = rcv_nxt_;
-  h->wnd = win_;
+  h->wnd = t_->rx_grant();  // this receiver's share for the peer (dpdk_credit.h)
   const uint32_t span = std::min<uint32_t>(
       rwin_, static_cast<uint32_t>(std::max<int32_t>(0, seq_diff(rx_high_, rcv_nxt_))));
   const uint32_t words = (span + 63) / 64;  // in order (the usual case): none
@@ -66,7 +66,7 @@ void DpdkEndpoint::send_ack() {
 void DpdkEndpoint::pump() {
   if (!connected_ || failed()) return;
   const uint32_t seg = t_->opts().seg_payload;
-  const uint32_t limit = std::min(cwnd_, win_) + sacked_;
+  const uint32_t limit = std::min({cwnd_, win_, grant_}) + sacked_;
   while (seg_idx_ < sends_.size() &&
          static_cast<uint32_t>(seq_diff(snd_nxt_, snd_una_)) < std::min(limit, rwin_)) {
     if (seg_off_ == 0) {
@@ -220,6 +220,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
     remote_conn_ = h.src_conn;
     connected_ = true;
   }
+  grant_ = std::max<uint32_t>(h.wnd, RxCredit::kMinGrant);  // the peer's share for us
   const int32_t adv = seq_diff(h.ack, snd_una_);
   if (adv > 0 && seq_diff(h.ack, snd_nxt_) <= 0) {
     // Karn: no sample when a retransmission is among the newly acknowledged packets. Its

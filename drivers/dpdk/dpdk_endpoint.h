@@ -58,6 +58,8 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   /// `p`: the SYN-ACK's h.seg_len bytes of authentication.
   void on_synack(const WireHdr& h, const uint8_t* p);
   void on_fin(const WireHdr& h);
+  /// When the peer's last data packet arrived (the incast budget counts the peers sending).
+  uint64_t last_data() const { return last_data_; }
   void pump();
   void timers(uint64_t now);
   void send_ack();
@@ -102,7 +104,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   uint32_t rcv_nxt() const { return rcv_nxt_; }        ///< for tests that craft frames
   uint32_t next_match() const { return next_match_; }  ///< for tests that craft frames
   bool active() const { return active_; }
-  uint64_t last_rx_ = 0;
+  uint64_t last_rx_ = 0, last_data_ = 0;
   uint8_t hdr_template_[kEthLen + kIpLen + kUdpLen] = {};
 
  private:
@@ -171,6 +173,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   int backoff_ = 0;
   uint64_t last_advance_ = 0;  // when snd_una_ last moved (restarts the retransmission timer)
   uint32_t cwnd_ = ~0u, cwnd_acc_ = 0, recover_ = 0;  // window after losses (see on_loss)
+  uint32_t grant_ = ~0u;  // the peer's (receiver's) share of its incast budget for us
   // Receive side.
   std::vector<RxSlot> rx_;
   std::vector<uint64_t> rx_bits_;  // bit seq & mask_: rx_[seq & mask_].present (for the sack)

@@ -97,6 +97,12 @@ constexpr auto kTransportOptions = std::to_array<Opt>({
                  "packets in flight per connection (power of two, 64..4096; 0: 1024, 256 on a "
                  "ring bus, 128 above MTU 9000 (memif's default)); the receive buffer holds "
                  "twice as many"),
+    Opt::text(
+        "incast_credits", "on",
+        [](Settings& s, const OptionValue& v) { s.opts.incast_credits = v.s == "on"; },
+        "on: a receiver that several peers send to shares one budget of packets in flight "
+        "among them, learnt from its own losses (dpdk_credit.h); off: each window alone",
+        "on|off"),
     Opt::integer("held_max", "4096", 0, 1 << 20, to<&Settings::opts, &Options::held_max>,
                  "out-of-order packets held per transport before new ones are dropped"),
     Opt::integer("max_endpoints", "1024", 1, 65535, to<&Settings::opts, &Options::max_endpoints>,

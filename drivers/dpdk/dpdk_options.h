@@ -27,6 +27,7 @@ struct Options {
   uint64_t linger_ns = 0;
   bool checksum = true;
   bool zero_copy = false;
+  bool incast_credits = true;  ///< receiver-driven credits (dpdk_credit.h)
   uint32_t zero_copy_min = 0;
   uint32_t seg_payload = 0;       ///< payload bytes per packet (from the MTU)
   StagingPool::Options staging;   ///< device memory: send windows (per endpoint)

@@ -18,6 +18,7 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
   }
   on_ack(h);
   need_ack_ = true;
+  last_data_ = t_->now();
   const int32_t d = seq_diff(h.seq, rcv_nxt_);
   RxSlot& s = rx_[h.seq & mask_];
   if (d < 0 || (d < static_cast<int32_t>(rwin_) && s.present)) {

@@ -69,7 +69,12 @@ void DpdkTransport::timers() {
   for (size_t q = 0; q < tx_fault_.size(); ++q)
     if (rte_mbuf* m = tx_fault_[q].take_held()) txq_[q].push_back(m);
   // Endpoints may fail (and a failure may not remove them) while iterating.
-  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->timers(now_);
+  uint32_t sending = 0;
+  for (size_t i = 0; i < eps_.size(); ++i) {
+    eps_[i]->timers(now_);
+    sending += now_ - eps_[i]->last_data() < RxCredit::kActiveNs;
+  }
+  credit_.tick(now_, sending, counters_.out_of_order);
 }
 
 void DpdkTransport::rx_burst() {

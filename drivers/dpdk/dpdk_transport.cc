@@ -57,6 +57,7 @@ Status DpdkTransport::init(const Config& cfg) {
                   "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
   }
   opts_.window = static_cast<int>(w);
+  credit_.init(static_cast<uint32_t>(w), opts_.incast_credits);
   const std::string &cks = ch.checksum, &zc = ch.zero_copy;
   if (auto dev = device_ops(); dev.ok())
     dev_ = *dev;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "dpdk_credit.h"
 #include "dpdk_fault.h"
 #include "dpdk_options.h"
 #include "dpdk_port.h"
@@ -100,6 +101,8 @@ class DpdkTransport final : public Transport {
   rte_mempool* tx_pool() const { return port_->tx_pool(); }
   bool link_up() const { return port_->link_up(); }
   uint64_t now() const { return now_; }
+  /// The window this receiver grants each peer that sends to it (dpdk_credit.h).
+  uint32_t rx_grant() const { return credit_.grant(); }
 
   // --- device-memory staging (dpdk_staging.cc) ---
   /// Whether a request's buffer is device memory (its region's kind; else, with a GPU, the
@@ -136,6 +139,7 @@ class DpdkTransport final : public Transport {
   // State the endpoints and the data path share (friends: the same driver's classes).
   Ring<RxCopy> rx_copies_;
   int held_ = 0;                 // out-of-order packets held by all endpoints
+  RxCredit credit_;              // the incast budget shared among the peers sending here
   bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   Counters counters_;
   std::shared_ptr<spdlog::logger> log_;
