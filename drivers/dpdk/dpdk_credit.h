@@ -22,6 +22,7 @@ class RxCredit {
   static constexpr uint64_t kActiveNs = 2'000'000;  // data this recent: the peer is sending
   static constexpr uint32_t kMinGrant = 8;          // packets per sender, at least
   static constexpr uint32_t kUnlimited = ~0u;
+  static constexpr uint32_t kForgetPeriods = 10;  // quiet periods before the budget resets
 
   /// `window`: one connection's window (packets). The budget starts at every sender's whole
   /// window (no limit until the first loss: a lossless fabric never sees one).
@@ -40,8 +41,12 @@ class RxCredit {
     holes_ = holes;
     if (!on_ || active <= 1) {
       grant_ = kUnlimited;
+      // Quiet for a while (a parameter server between rounds): the next burst starts
+      // unlimited, not at the last round's cut-down share, and finds the queue again.
+      if (++quiet_ >= kForgetPeriods) budget_ = kUnlimited;
       return;
     }
+    quiet_ = 0;
     const uint32_t floor = kMinGrant * active, cap = window_ * active;
     budget_ = std::clamp(budget_, floor, cap);
     if (loss) {
@@ -59,7 +64,7 @@ class RxCredit {
   uint32_t budget() const { return budget_; }
 
  private:
-  uint32_t window_ = 0, budget_ = 0, grant_ = kUnlimited, losses_ = 0;
+  uint32_t window_ = 0, budget_ = 0, grant_ = kUnlimited, losses_ = 0, quiet_ = 0;
   uint64_t last_ = 0, holes_ = 0;
   bool on_ = true;
 };

@@ -1,6 +1,7 @@
 // The receiver's incast budget (drivers/dpdk/dpdk_credit.h): unlimited for one sender or when
 // off; cut by a quarter per loss period down to kMinGrant per sender; grown by one packet per
-// sender per period without loss; the end-to-end effect is usertools/gw-incast.sh's table.
+// sender per period without loss; forgotten after a quiet spell; the end-to-end effect is
+// usertools/gw-incast.sh's table.
 #include <gtest/gtest.h>
 
 #include "dpdk_credit.h"
@@ -68,6 +69,24 @@ TEST(DpdkCredit, FewerSendersRaiseTheShare) {
   c.tick(t++ * kP, 2, holes);  // 6 senders went quiet, no loss
   EXPECT_EQ(c.grant(), (b + 2) / 2);
   EXPECT_GT(c.grant(), b / 8);
+}
+
+// A parameter server's rounds: the budget cut in one push round is forgotten after kForget
+// quiet periods, so the next round does not start at the last one's share.
+TEST(DpdkCredit, QuietPeriodsForgetTheCut) {
+  RxCredit c;
+  c.init(1024, true);
+  uint64_t t = 1, holes = 0;
+  for (int i = 0; i < 40; ++i) c.tick(t++ * kP, 7, ++holes);
+  ASSERT_LT(c.budget(), 7 * 1024u / 4);
+  const uint32_t cut = c.budget();
+  for (uint32_t i = 0; i + 1 < RxCredit::kForgetPeriods; ++i) c.tick(t++ * kP, 0, holes);
+  c.tick(t++ * kP, 7, holes);  // a short pause: the share is kept (and grows by 7)
+  EXPECT_EQ(c.budget(), cut + 7);
+  for (uint32_t i = 0; i < RxCredit::kForgetPeriods; ++i) c.tick(t++ * kP, 1, holes);
+  c.tick(t++ * kP, 7, holes);
+  EXPECT_EQ(c.budget(), 7 * 1024u);  // forgotten: every sender's whole window again
+  EXPECT_EQ(c.grant(), 1024u);
 }
 
 }  // namespace
