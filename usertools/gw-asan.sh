@@ -14,7 +14,8 @@ fail_build() {
 }
 GW_FUZZ_BUILD_DIR=$dir bash usertools/gw-fuzz.sh -B || fail_build
 # Only what the unit and tcp suites run, not every driver, app and suite (2 cores).
-ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf tests/unit/test_unit \
+ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-incast/gw-incast \
+  tests/unit/test_unit \
   tests/conformance/test_conformance tests/conformance/test_conformance_faults \
   tests/bootstrap/test_group || fail_build
 rm -f "$dir-failed.json"

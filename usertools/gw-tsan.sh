@@ -14,6 +14,7 @@ fi
 # Only what the four suites run (their tests, the two apps of their smoke tests, gw-doctor for
 # coll-flight), not the dpdk/rdma suites' binaries nor the other apps.
 ninja -C "$dir" -j "${GW_JOBS:-$(nproc)}" apps/gw-perf/gw-perf apps/gw-coll-perf/gw-coll-perf \
+  apps/gw-incast/gw-incast \
   tests/unit/test_unit tests/conformance/test_conformance \
   tests/conformance/test_conformance_faults tests/bootstrap/test_bootstrap \
   tests/bootstrap/test_group tests/coll/test_coll_kernels tests/coll/test_coll \
