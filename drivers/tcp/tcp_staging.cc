@@ -27,30 +27,6 @@ Result<std::unique_ptr<StagingPool>> TcpTransport::make_pool(const std::string& 
   return pool;
 }
 
-Result<StagingPool*> TcpTransport::rx_pool() {
-  if (!rx_pool_) {
-    GW_ASSIGN_OR_RETURN(rx_pool_, make_pool("receives into device memory"));
-    rx_copies_.init(rx_pool_->slots());
-  }
-  return rx_pool_.get();
-}
-
-void TcpTransport::poll_rx_copies() {
-  while (!rx_copies_.empty()) {
-    RxCopy c = rx_copies_.front();
-    auto done = rx_pool_->ready(c.slot);
-    if (done.ok() && !*done) return;  // copies finish in order: the rest are later
-    rx_copies_.pop();
-    rx_pool_->release(c.slot);
-    if (!c.ep) continue;
-    if (!done.ok()) {
-      c.ep->fail(done.status().with_context("tcp: copying a received message to the GPU"));
-      continue;
-    }
-    c.ep->rx_copy_done(c.msg);
-  }
-}
-
 Status TcpEndpoint::ensure_tx_pool() {
   if (tx_pool_) return Status();
   GW_ASSIGN_OR_RETURN(tx_pool_, t_->make_pool("sends to " + peer_name_));
