@@ -23,8 +23,8 @@ namespace gw::drv::dpdk {
 
 Result<std::unique_ptr<StagingPool>> DpdkTransport::make_pool(const std::string& owner,
                                                               const StagingPool::Options& o) {
-  if (!dev_) return Status(Code::kNotSupported, "dpdk: " + owner + ": " + dev_why_);
-  auto pool = StagingPool::create(dev_, o, "dpdk " + owner);
+  if (!gpu_ops_) return Status(Code::kNotSupported, "dpdk: " + owner + ": " + dev_why_);
+  auto pool = StagingPool::create(gpu_ops_, o, "dpdk " + owner);
   if (pool.ok() && !staging_logged_) {
     staging_logged_ = true;
     log_->info(

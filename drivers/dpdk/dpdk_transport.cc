@@ -58,7 +58,7 @@ Status DpdkTransport::init(const Config& cfg) {
   }
   opts_.window = static_cast<int>(w);
   const std::string &cks = ch.checksum, &zc = ch.zero_copy;
-  open_device();
+  open_gpu();
 
   GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   GW_RETURN_IF_ERROR(eal_init(cfg));

@@ -12,12 +12,12 @@
 namespace gw::drv::tcp {
 
 Result<std::unique_ptr<StagingPool>> TcpTransport::make_pool(const std::string& owner) {
-  if (!dev_) return Status(Code::kNotSupported, "tcp: " + owner + ": " + dev_why_);
+  if (!gpu_ops_) return Status(Code::kNotSupported, "tcp: " + owner + ": " + dev_why_);
   // At least a slot per stream: each stream may hold slots/streams, so none starves another
   // (a stream the receiver is not reading keeps its slots until it drains).
   StagingPool::Options o = opts_.staging;
   o.slots = std::max<uint32_t>(o.slots, static_cast<uint32_t>(opts_.streams));
-  auto pool = StagingPool::create(dev_, o, "tcp " + owner);
+  auto pool = StagingPool::create(gpu_ops_, o, "tcp " + owner);
   if (pool.ok()) {
     log_->info(
         "tcp: {}: CUDA device memory is staged through {} pinned host slots of {} KiB "

@@ -37,7 +37,7 @@ Status TcpTransport::init(const Config& cfg) {
   Settings set;
   GW_RETURN_IF_ERROR(read_options(cfg, &set));
   opts_ = set.opts;
-  open_device();
+  open_gpu();
 
   GW_ASSIGN_OR_RETURN(auto local, choose_local(set.iface, set.subnet, set.family));
   local_ = local.addr;

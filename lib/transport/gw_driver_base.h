@@ -89,7 +89,7 @@ class DriverTransport : public Transport {
   /// pointer's). Without a GPU runtime: one predictable branch.
   bool is_device(const void* buf, const MemoryRegion* mr) const {
     if (mr) return mr->kind() == MemKind::kCudaDevice;
-    return dev_ && buf && dev_->pointer_kind(buf) == MemKind::kCudaDevice;
+    return gpu_ops_ && buf && gpu_ops_->pointer_kind(buf) == MemKind::kCudaDevice;
   }
   /// The staging pool for receives into device memory, made on first use (D::make_rx_pool).
   Result<StagingPool*> rx_pool() {
@@ -136,9 +136,9 @@ class DriverTransport : public Transport {
  protected:
   DriverTransport() : cq_(static_cast<D*>(this)) {}
   /// At open: the GPU runtime's table, or why there is none.
-  void open_device() {
+  void open_gpu() {
     if (auto dev = device_ops(); dev.ok())
-      dev_ = *dev;
+      gpu_ops_ = *dev;
     else
       dev_why_ = std::string(dev.status().message());
   }
@@ -149,7 +149,7 @@ class DriverTransport : public Transport {
       return Status(Code::kInvalidArgument,
                     props_.name + ": register_memory(nullptr, " + std::to_string(length) + ")");
     }
-    if (kind == MemKind::kCudaDevice && !dev_) {
+    if (kind == MemKind::kCudaDevice && !gpu_ops_) {
       return Status(Code::kNotSupported, props_.name +
                                              ": cannot register CUDA device memory: " + dev_why_ +
                                              "; register host or pinned (cuda-host) memory");
@@ -173,8 +173,8 @@ class DriverTransport : public Transport {
   Address addr_;
   DriverCq<D> cq_;
   TransportCore core_;
-  std::vector<Ep*> eps_;      // D decides the order; null entries are allowed (gone)
-  DeviceOps* dev_ = nullptr;  // null: no usable GPU (dev_why_ says why)
+  std::vector<Ep*> eps_;          // D decides the order; null entries are allowed (gone)
+  DeviceOps* gpu_ops_ = nullptr;  // null: no usable GPU (dev_why_ says why)
   std::string dev_why_;
   std::unique_ptr<StagingPool> rx_pool_;
   Ring<RxCopy<Ep>> rx_copies_;

@@ -11,7 +11,7 @@
 /// slots and unexpected budget), the endpoint list eps_ and endpoint_gone(), post_recv_any,
 /// cancel_tags/accept_tags and abort() (below), stats() (the driver's driver_stats(),
 /// "endpoints", core.add_stats()), register_memory's checks (check_region) and the device
-/// staging of receives (is_device, rx_pool, rx_copies_, poll_rx_copies; open_device() at open).
+/// staging of receives (is_device, rx_pool, rx_copies_, poll_rx_copies; open_gpu() at open).
 /// The driver keeps its wire: connect, register_memory, the post paths, progress() (ending in
 /// finish_pass(), then core.sink().drain(out)) and its own counters.
 ///
