@@ -106,10 +106,11 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   DeviceOps* stage_ops() const { return stage_ops_; }
 
   struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
-    uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
+    // msgs_received, unexpected_msgs, truncated_recvs, endpoint_errors: the core's.
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
+    uint64_t eager_sent = 0, rndv_sent = 0;
     uint64_t zero_copy_sends = 0;
-    uint64_t protocol_errors = 0, endpoint_errors = 0;
+    uint64_t protocol_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
     uint64_t striped_sends = 0, unexpected_pulls = 0;
     uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
