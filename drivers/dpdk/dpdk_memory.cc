@@ -42,18 +42,9 @@ class DpdkMr final : public MrHandle {
 }  // namespace
 
 Result<MemoryRegion> DpdkTransport::register_memory(void* addr, size_t length, MemKind kind) {
-  if (addr == nullptr && length > 0) {
-    return Status(Code::kInvalidArgument,
-                  "dpdk: register_memory(nullptr, " + std::to_string(length) + ")");
-  }
-  if (kind == MemKind::kCudaDevice) {
-    // Staged through pinned host memory (dpdk_staging.cc): nothing for the port to map.
-    if (!dev_) {
-      return Status(Code::kNotSupported, "dpdk: cannot register CUDA device memory: " + dev_why_ +
-                                             "; register host or pinned (cuda-host) memory");
-    }
-    return MemoryRegion(addr, length, kind, 0, nullptr);
-  }
+  GW_RETURN_IF_ERROR(check_region(addr, length, kind));
+  // Staged through pinned host memory (dpdk_staging.cc): nothing for the port to map.
+  if (kind == MemKind::kCudaDevice) return MemoryRegion(addr, length, kind, 0, nullptr);
   // Large regions are made known to the EAL (and DMA-mapped for the port where it has an
   // IOMMU mapping); vdevs copy from virtual addresses and need neither, so a failure is
   // logged at debug level and the region still works (IOVA = VA).

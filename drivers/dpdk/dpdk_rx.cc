@@ -37,8 +37,7 @@ Result<size_t> DpdkTransport::progress(std::span<Completion> out) {
     last_timers_ = now_;
     timers();
   }
-  if (core_.take_abort()) [[unlikely]]
-    abort_now();
+  finish_pass();
   flush_tx();
   return core_.sink().drain(out);
 }

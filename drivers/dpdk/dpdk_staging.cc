@@ -23,8 +23,8 @@ namespace gw::drv::dpdk {
 
 Result<std::unique_ptr<StagingPool>> DpdkTransport::make_pool(const std::string& owner,
                                                               const StagingPool::Options& o) {
-  if (!dev_) return Status(Code::kNotSupported, "dpdk: " + owner + ": " + dev_why_);
-  auto pool = StagingPool::create(dev_, o, "dpdk " + owner);
+  if (!gpu_ops_) return Status(Code::kNotSupported, "dpdk: " + owner + ": " + dev_why_);
+  auto pool = StagingPool::create(gpu_ops_, o, "dpdk " + owner);
   if (pool.ok() && !staging_logged_) {
     staging_logged_ = true;
     log_->info(
@@ -36,33 +36,11 @@ Result<std::unique_ptr<StagingPool>> DpdkTransport::make_pool(const std::string&
   return pool;
 }
 
-Result<StagingPool*> DpdkTransport::rx_pool() {
-  if (!rx_pool_) {
-    StagingPool::Options o;
-    o.chunk_bytes = opts_.seg_payload;
-    o.slots = opts_.staging_rx_slots;
-    GW_ASSIGN_OR_RETURN(rx_pool_, make_pool("receives into device memory", o));
-    rx_copies_.init(rx_pool_->slots());
-  }
-  return rx_pool_.get();
-}
-
-void DpdkTransport::poll_rx_copies(bool wait) {
-  while (!rx_copies_.empty()) {
-    RxCopy c = rx_copies_.front();
-    auto done = rx_pool_->ready(c.slot);
-    if (done.ok() && !*done) {
-      if (!wait) return;  // copies finish in order: the rest are later
-      continue;           // a slot is needed now: the oldest copy is about to finish
-    }
-    rx_copies_.pop();
-    rx_pool_->release(c.slot);
-    if (c.ep && !done.ok())
-      c.ep->fail(done.status().with_context("dpdk: copying a received packet to the GPU"));
-    else if (c.ep)
-      c.ep->rx_copy_done(c.msg);
-    if (wait) return;
-  }
+Result<std::unique_ptr<StagingPool>> DpdkTransport::make_rx_pool() {
+  StagingPool::Options o;
+  o.chunk_bytes = opts_.seg_payload;
+  o.slots = opts_.staging_rx_slots;
+  return make_pool("receives into device memory", o);
 }
 
 // ---- send ---------------------------------------------------------------------------------
@@ -201,15 +179,7 @@ void DpdkEndpoint::drop_staging() {
 }
 
 void DpdkTransport::forget_rx_copies(DpdkEndpoint* ep) {
-  bool mine = false;
-  for (size_t i = 0; i < rx_copies_.size(); ++i) {
-    RxCopy& c = rx_copies_.at(i);
-    if (c.ep == ep) {
-      c.ep = nullptr;
-      mine = true;
-    }
-  }
-  if (mine) (void)rx_pool_->drain();
+  if (DriverTransport::forget_rx_copies(ep)) (void)rx_pool_->drain();
 }
 
 }  // namespace gw::drv::dpdk

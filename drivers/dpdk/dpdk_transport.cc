@@ -59,10 +59,7 @@ Status DpdkTransport::init(const Config& cfg) {
   opts_.window = static_cast<int>(w);
   credit_.init(static_cast<uint32_t>(w), opts_.incast_credits);
   const std::string &cks = ch.checksum, &zc = ch.zero_copy;
-  if (auto dev = device_ops(); dev.ok())
-    dev_ = *dev;
-  else
-    dev_why_ = std::string(dev.status().message());
+  open_gpu();
 
   GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   GW_RETURN_IF_ERROR(eal_init(cfg));
@@ -149,7 +146,6 @@ Status DpdkTransport::init(const Config& cfg) {
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0)
     return Status(Code::kSystemError, std::string("dpdk: eventfd: ") + std::strerror(errno));
-  cq_.set_fd(event_fd_);
   conns_.resize(static_cast<size_t>(opts_.max_endpoints));
   for (int i = opts_.max_endpoints; i-- > 0;) free_conns_.push_back(i);
   // Random first generations: a transport that reuses a closed one's port and address (a ring
@@ -314,75 +310,57 @@ Result<size_t> DpdkTransport::post_recv_any(std::span<const RecvRequest> reqs) {
       break;
     }
   }
-  auto n = core_.post_recv_any(reqs);
+  auto n = DriverTransport::post_recv_any(reqs);
   for (DpdkEndpoint* ep : eps_)
     if (ep->stalled()) ep->advance();
   return n;
 }
 
-std::map<std::string, uint64_t> DpdkTransport::stats() const {
+std::map<std::string, uint64_t> DpdkTransport::driver_stats() const {
   const auto& c = counters_;
   const auto& rf = rx_fault_.counters();
   FaultCounters tf;
   for (const auto& f : tx_fault_) tf += f.counters();
-  std::map<std::string, uint64_t> m = {{"bytes_sent", c.bytes_sent},
-                                       {"bytes_received", c.bytes_received},
-                                       {"msgs_sent", c.msgs_sent},
-                                       {"pkts_sent", c.pkts_sent},
-                                       {"pkts_received", c.pkts_received},
-                                       {"acks_sent", c.acks_sent},
-                                       {"retransmits", c.retransmits},
-                                       {"timeouts", c.timeouts},
-                                       {"fast_retransmits", c.fast_retransmits},
-                                       {"dup_pkts", c.dup_pkts},
-                                       {"out_of_order", c.out_of_order},
-                                       {"window_drops", c.window_drops},
-                                       {"held_drops", c.held_drops},
-                                       {"held_now", static_cast<uint64_t>(held_)},
-                                       {"tx_ring_full", c.tx_ring_full},
-                                       {"tx_alloc_fail", c.tx_alloc_fail},
-                                       {"bad_frames", c.bad_frames},
-                                       {"bad_checksum", c.bad_checksum},
-                                       {"not_for_us", c.not_for_us},
-                                       {"unknown_conn", c.unknown_conn},
-                                       {"bad_header", c.bad_header},
-                                       {"bad_segment", c.bad_segment},
-                                       {"zero_copy_pkts", c.zero_copy_pkts},
-                                       {"copied_pkts", c.copied_pkts},
-                                       {"heartbeats", c.heartbeats},
-                                       {"syn_parked", c.syn_parked},
-                                       {"batch_pkts", c.batch_pkts},
-                                       {"syn_dropped", c.syn_dropped},
-                                       {"endpoints", eps_.size()},
-                                       {"staged_tx_bytes", c.staged_tx_bytes},
-                                       {"staged_rx_bytes", c.staged_rx_bytes},
-                                       {"fault_rx_dropped", rf.dropped},
-                                       {"fault_rx_duplicated", rf.duplicated},
-                                       {"fault_rx_reordered", rf.reordered},
-                                       {"fault_rx_corrupted", rf.corrupted},
-                                       {"fault_tx_dropped", tf.dropped},
-                                       {"fault_tx_duplicated", tf.duplicated},
-                                       {"fault_tx_reordered", tf.reordered},
-                                       {"fault_tx_corrupted", tf.corrupted}};
-  core_.add_stats(m);
-  return m;
+  return {{"bytes_sent", c.bytes_sent},
+          {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},
+          {"pkts_sent", c.pkts_sent},
+          {"pkts_received", c.pkts_received},
+          {"acks_sent", c.acks_sent},
+          {"retransmits", c.retransmits},
+          {"timeouts", c.timeouts},
+          {"fast_retransmits", c.fast_retransmits},
+          {"dup_pkts", c.dup_pkts},
+          {"out_of_order", c.out_of_order},
+          {"window_drops", c.window_drops},
+          {"held_drops", c.held_drops},
+          {"held_now", static_cast<uint64_t>(held_)},
+          {"tx_ring_full", c.tx_ring_full},
+          {"tx_alloc_fail", c.tx_alloc_fail},
+          {"bad_frames", c.bad_frames},
+          {"bad_checksum", c.bad_checksum},
+          {"not_for_us", c.not_for_us},
+          {"unknown_conn", c.unknown_conn},
+          {"bad_header", c.bad_header},
+          {"bad_segment", c.bad_segment},
+          {"zero_copy_pkts", c.zero_copy_pkts},
+          {"copied_pkts", c.copied_pkts},
+          {"heartbeats", c.heartbeats},
+          {"syn_parked", c.syn_parked},
+          {"batch_pkts", c.batch_pkts},
+          {"syn_dropped", c.syn_dropped},
+          {"staged_tx_bytes", c.staged_tx_bytes},
+          {"staged_rx_bytes", c.staged_rx_bytes},
+          {"fault_rx_dropped", rf.dropped},
+          {"fault_rx_duplicated", rf.duplicated},
+          {"fault_rx_reordered", rf.reordered},
+          {"fault_rx_corrupted", rf.corrupted},
+          {"fault_tx_dropped", tf.dropped},
+          {"fault_tx_duplicated", tf.duplicated},
+          {"fault_tx_reordered", tf.reordered},
+          {"fault_tx_corrupted", tf.corrupted}};
 }
 
-Status DpdkTransport::abort(std::string_view reason) {
-  core_.request_abort(reason);
-  return Status();
-}
-
-void DpdkTransport::abort_now() {
-  const Status st = core_.abort_status();
-  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->abort(st);
-  core_.fail_any(st.code());
-}
-
-Result<size_t> DpdkCq::poll(std::span<Completion> out) { return t_->progress(out); }
-
-Result<size_t> DpdkCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
-  return t_->idle_wait(out, timeout_ms);
-}
+void DpdkTransport::fail_aborted(DpdkEndpoint* ep, const Status& st) { ep->abort(st); }
 
 }  // namespace gw::drv::dpdk

@@ -20,6 +20,7 @@
 #include "gw_auth.h"
 #include "gw_config.h"
 #include "gw_core.h"
+#include "gw_driver_base.h"
 #include "gw_slots.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
@@ -35,26 +36,7 @@ class DpdkTransport;
 class DpdkEndpoint;
 
 /// A host-to-device copy of one received packet's payload, in flight (dpdk_staging.cc).
-struct RxCopy {
-  DpdkEndpoint* ep = nullptr;  // null once the endpoint is gone
-  int slot = -1;
-  int msg = -1;
-};
-
-class DpdkCq final : public CompletionQueue {
- public:
-  explicit DpdkCq(DpdkTransport* t) : t_(t) {}
-  Result<size_t> poll(std::span<Completion> out) override;
-  /// An eventfd that is never signalled: it only makes CompletionQueue::wait() hand its sleep
-  /// to sleep_poll(), which polls while traffic is in flight and backs off when idle.
-  int wait_fd() const override { return fd_; }
-  Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override;
-  void set_fd(int fd) { fd_ = fd; }
-
- private:
-  DpdkTransport* t_;
-  int fd_ = -1;
-};
+using RxCopy = core::RxCopy<DpdkEndpoint>;
 
 /// A SYN that arrived before its connect() (passive side), by connection key.
 struct ParkedSyn {
@@ -63,27 +45,30 @@ struct ParkedSyn {
   uint8_t hello[kSynHello] = {};  ///< the dialler's ClientHello
 };
 
-class DpdkTransport final : public Transport {
+class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndpoint> {
  public:
   static Result<std::unique_ptr<Transport>> open(const Config& cfg);
   ~DpdkTransport() override;
 
-  const TransportProperties& properties() const override { return props_; }
-  const Address& address() const override { return addr_; }
   Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& p, Deadline deadline) override;
   Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) override;
+  /// The core's, with the receive pool made first for device memory; stalled endpoints retry.
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
-  CompletionQueue& cq() override { return cq_; }
-  std::map<std::string, uint64_t> stats() const override;
-  /// Any thread: the core's latch; a sleeping idle_wait() sees it within its 1 ms back-off.
-  Status abort(std::string_view reason) override;
-  Result<size_t> cancel_tags(uint64_t mask, uint64_t value) override {
-    return core_.cancel_tags(mask, value);
+
+  // --- DriverTransport's hooks ---
+  /// Nothing to wake: a sleeping idle_wait() sees an abort within its 1 ms back-off.
+  void wake() {}
+  std::map<std::string, uint64_t> driver_stats() const;
+  /// An eventfd that is never signalled: it only makes CompletionQueue::wait() hand its sleep
+  /// to cq_sleep_poll(), which polls while traffic is in flight and backs off when idle.
+  int cq_wait_fd() const { return event_fd_; }
+  Result<size_t> cq_sleep_poll(std::span<Completion> out, int timeout_ms) {
+    return idle_wait(out, timeout_ms);
   }
-  void accept_tags(uint64_t mask, uint64_t value) override { core_.accept_tags(mask, value); }
-  /// The driving thread carries out Transport::abort: each endpoint tells its peer (FIN) and
-  /// fails with it.
-  void abort_now();
+  /// Packet-sized slots, dpdk.staging_rx_slots of them.
+  Result<std::unique_ptr<StagingPool>> make_rx_pool();
+  /// Transport::abort: each endpoint tells its peer (FIN) and fails.
+  static void fail_aborted(DpdkEndpoint* ep, const Status& st);
 
   // --- used by DpdkEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
@@ -91,7 +76,6 @@ class DpdkTransport final : public Transport {
   /// flow or sent data awaits its ack, sleeping with back-off when idle.
   Result<size_t> idle_wait(std::span<Completion> out, int timeout_ms);
   const Options& opts() const { return opts_; }
-  core::TransportCore& core() { return core_; }
   void endpoint_gone(DpdkEndpoint* ep);
   /// A header mbuf with Ethernet/IPv4/UDP/gradwire headers for `ep`, payload to follow.
   rte_mbuf* alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr);
@@ -105,20 +89,9 @@ class DpdkTransport final : public Transport {
   uint32_t rx_grant() const { return credit_.grant(); }
 
   // --- device-memory staging (dpdk_staging.cc) ---
-  /// Whether a request's buffer is device memory (its region's kind; else, with a GPU, the
-  /// pointer's). Without a GPU runtime: one predictable branch.
-  bool is_device(const void* buf, const MemoryRegion* mr) const {
-    if (mr) return mr->kind() == MemKind::kCudaDevice;
-    return dev_ && buf && dev_->pointer_kind(buf) == MemKind::kCudaDevice;
-  }
   /// A staging pool for `owner` (logs the path once per transport). @return NotSupported.
   Result<std::unique_ptr<StagingPool>> make_pool(const std::string& owner,
                                                  const StagingPool::Options& o);
-  /// The receive pool (packet-sized slots), made on first use.
-  Result<StagingPool*> rx_pool();
-  StagingPool* rx_pool_now() const { return rx_pool_.get(); }
-  /// Finish host-to-device copies of received packets. `wait`: until one slot is free.
-  void poll_rx_copies(bool wait = false);
   /// An endpoint failed or is gone: its copies in flight finish (drained) without it.
   void forget_rx_copies(DpdkEndpoint* ep);
 
@@ -137,14 +110,13 @@ class DpdkTransport final : public Transport {
  private:
   friend class DpdkEndpoint;
   // State the endpoints and the data path share (friends: the same driver's classes).
-  Ring<RxCopy> rx_copies_;
   int held_ = 0;                 // out-of-order packets held by all endpoints
   RxCredit credit_;              // the incast budget shared among the peers sending here
   bool peer_left_open_ = false;  // an endpoint closed while its peer had not
   Counters counters_;
   std::shared_ptr<spdlog::logger> log_;
 
-  DpdkTransport() : cq_(this) {}
+  DpdkTransport() = default;
   Status init(const Config& cfg);
   void rx_burst();
   void handle_frame(rte_mbuf* m);
@@ -157,13 +129,9 @@ class DpdkTransport final : public Transport {
   void prefault_shared(const Deadline& deadline);
 
   Options opts_;
-  auth::KeyPtr key_;  // the job's key (null: none), read once at init
-  TransportProperties props_;
-  Address addr_;
+  auth::KeyPtr key_;            // the job's key (null: none), read once at init
   std::unique_ptr<Port> port_;  // destroyed last: mbufs everywhere else come from its pools
-  DpdkCq cq_;
   rte_ether_addr mac_{};
-  std::vector<DpdkEndpoint*> eps_;  // connected and connecting, for the progress loop
   struct ConnSlot {
     DpdkEndpoint* ep = nullptr;
     uint16_t gen = 0;
@@ -171,7 +139,6 @@ class DpdkTransport final : public Transport {
   std::vector<ConnSlot> conns_;
   std::vector<int> free_conns_;
   std::map<uint64_t, ParkedSyn> parked_;
-  core::TransportCore core_;
   uint64_t now_ = 0, last_timers_ = 0, last_frame_rx_ = 0;
   int event_fd_ = -1;
   bool prefaulted_ = false;
@@ -182,9 +149,6 @@ class DpdkTransport final : public Transport {
   std::vector<rte_mbuf*> rx_pkts_, rx_faulted_;
   std::vector<std::vector<rte_mbuf*>> txq_;  // per transmit queue
   std::vector<rte_mbuf*> tx_faulted_;
-  DeviceOps* dev_ = nullptr;  // the GPU's table, if there is one
-  std::string dev_why_;       // why there is none
-  std::unique_ptr<StagingPool> rx_pool_;
   bool staging_logged_ = false;
 };
 

@@ -107,7 +107,7 @@ bool RdmaEndpoint::on_write_imm(uint32_t imm) {
     landed(r);
     return true;
   }
-  ++t_->counters_.msgs_received;
+  t_->core().count_received();
   t_->counters_.bytes_received += rv.len;
   complete(rv.req.wr_id, rv.tag, rv.len, Op::kRecv, Code::kOk);
   if (rv.reg) t_->regcache().release(rv.reg);
@@ -286,7 +286,6 @@ bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t 
     return true;
   }
   if (len) std::memcpy(im.base, payload, len);
-  ++t_->counters_.msgs_received;
   t_->counters_.bytes_received += len;
   core_.finish(m);
   return true;
@@ -295,7 +294,6 @@ bool RdmaEndpoint::deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t 
 void RdmaEndpoint::arrived(int m, MsgType type, const uint8_t* payload, uint32_t send_id) {
   core::InMsg& im = core_.msg(m);
   if (im.dest == core::Dest::kUnexpected) {
-    ++t_->counters_.unexpected_msgs;
     if (type == MsgType::kEager) {  // whole: it waits for its receive
       if (im.len) std::memcpy(im.base, payload, im.len);
       core_.finish(m);
@@ -308,7 +306,6 @@ void RdmaEndpoint::arrived(int m, MsgType type, const uint8_t* payload, uint32_t
   }
   if (im.cookie != core::kNoCookie) unadvertise(im.cookie);  // taken the usual way
   if (im.dest == core::Dest::kDrain) {  // too small: the core completed its receive
-    ++t_->counters_.truncated_recvs;
     core_.release(m);
     if (type == MsgType::kRts) {  // the sender's request completes: delivered, not taken
       reject_rts(send_id);
@@ -337,7 +334,7 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
       complete(r.wr_id, tag, len, Op::kRecv, st.code());
       return;
     }
-    ++t_->counters_.msgs_received;
+    t_->core().count_received();
     t_->counters_.bytes_received += len;
     complete(r.wr_id, tag, len, Op::kRecv, Code::kOk);
     return;
@@ -346,7 +343,7 @@ void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uin
     return;
   } else if (type == MsgType::kEager) {
     if (len) std::memcpy(r.buf, payload, len);
-    ++t_->counters_.msgs_received;
+    t_->core().count_received();
     t_->counters_.bytes_received += len;
     complete(r.wr_id, tag, len, Op::kRecv, Code::kOk);
     return;
@@ -414,7 +411,6 @@ void RdmaEndpoint::fail(const Status& st, bool orderly) {
     ibv_modify_qp(lane.qp.get(), &a, IBV_QP_STATE);
   }
   reset_staging();
-  ++t_->counters_.endpoint_errors;
   const Code code = st.code();
   for (uint32_t i = 0; i < sends_.size(); ++i)
     if (sends_[i].used) finish_send(i, code);

@@ -219,7 +219,7 @@ void RdmaEndpoint::poll_staging() {
     --copies_in_;
     in_.pool->release(static_cast<int>(b));
     if (rv.done == rv.len) {
-      ++t_->counters_.msgs_received;
+      t_->core().count_received();
       ++t_->counters_.staged_recvs;
       t_->counters_.bytes_received += rv.len;
       complete(rv.req.wr_id, rv.tag, rv.len, Op::kRecv, Code::kOk);

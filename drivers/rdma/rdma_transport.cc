@@ -140,6 +140,7 @@ Status RdmaTransport::init_verbs() {
 RdmaTransport::~RdmaTransport() {
   end_background();
   parked_.clear();
+  store().set_free_hook(nullptr, nullptr);  // regcache_ goes before the base's store
   if (cq_verbs_ && armed_) {
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
@@ -237,24 +238,13 @@ Result<size_t> RdmaTransport::progress(std::span<Completion> out) {
   for (RdmaEndpoint* ep : eps_)
     if (ep && (ep->has_tx() || (n == 0 && ep->idle_work()))) ep->flush();
   if (n > 0) busy_ = true;  // a flag, not a clock read: those cost a system call on some hosts
-  if (core_.take_abort()) [[unlikely]]
-    abort_now();
+  finish_pass();
   return sink.close_direct(m);
 }
 
-Status RdmaTransport::abort(std::string_view reason) {
-  if (core_.request_abort(reason)) {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
-  }
-  return Status();
-}
-
-void RdmaTransport::abort_now() {
-  const Status st = core_.abort_status();
-  for (size_t i = 0; i < eps_.size(); ++i)  // a failure may not remove an endpoint
-    if (eps_[i]) eps_[i]->fail(st);
-  core_.fail_any(st.code());
+void RdmaTransport::wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
 }
 
 int RdmaTransport::arm() {
@@ -280,7 +270,7 @@ void RdmaTransport::endpoint_gone(RdmaEndpoint* ep) {
 }
 
 Result<size_t> RdmaTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  auto n = core_.post_recv_any(reqs);
+  auto n = DriverTransport::post_recv_any(reqs);
   for (RdmaEndpoint* ep : eps_) {
     if (!ep || !ep->bound_) continue;
     // Messages left in their receive buffers (back-pressure) may match these now.
@@ -304,28 +294,20 @@ Result<MemoryRegion> RdmaTransport::register_memory(void* addr, size_t length, M
   return make_region(*regcache_, addr, length, kind);
 }
 
-std::map<std::string, uint64_t> RdmaTransport::stats() const {
+std::map<std::string, uint64_t> RdmaTransport::driver_stats() const {
   const auto& c = counters_;
-  size_t live = 0;
-  for (auto* ep : eps_) live += ep != nullptr;
   return {{"bytes_sent", c.bytes_sent},
           {"bytes_received", c.bytes_received},
           {"msgs_sent", c.msgs_sent},
-          {"msgs_received", c.msgs_received},
           {"eager_sent", c.eager_sent},
           {"rndv_sent", c.rndv_sent},
           {"zero_copy_sends", c.zero_copy_sends},
           {"inline_sends", c.inline_sends},
-          {"unexpected_msgs", c.unexpected_msgs},
-          {"unexpected_bytes_now", core_.store().used()},
-          {"truncated_recvs", c.truncated_recvs},
           {"protocol_errors", c.protocol_errors},
           {"rejected_conns", listener_.rejected()},
-          {"endpoint_errors", c.endpoint_errors},
           {"credit_stalls", c.credit_stalls},
           {"credit_writes", c.credit_writes},
           {"cq_events", c.cq_events},
-          {"endpoints", live},
           {"striped_sends", c.striped_sends},
           {"unexpected_pulls", c.unexpected_pulls},
           {"adverts_sent", c.adverts_sent},
@@ -347,20 +329,16 @@ std::map<std::string, uint64_t> RdmaTransport::stats() const {
           {"reg_cache_entries", regcache_->size()}};
 }
 
-Result<size_t> RdmaCq::poll(std::span<Completion> out) { return t_->progress(out); }
-
-int RdmaCq::wait_fd() const { return t_->arm(); }
-
-Result<size_t> RdmaCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
+Result<size_t> RdmaTransport::cq_sleep_poll(std::span<Completion> out, int timeout_ms) {
   // Completions since the last sleep: traffic flows, the next one is likely within the spin.
-  if (t_->opts().spin.count() > 0 && t_->take_busy()) {
-    const auto end = Clock::now() + t_->opts().spin;
+  if (opts_.spin.count() > 0 && take_busy()) {
+    const auto end = Clock::now() + opts_.spin;
     do {
-      GW_ASSIGN_OR_RETURN(size_t n, t_->progress(out));
+      GW_ASSIGN_OR_RETURN(size_t n, progress(out));
       if (n > 0) return n;
     } while (Clock::now() < end);
   }
-  return CompletionQueue::sleep_poll(out, timeout_ms);
+  return cq_.plain_sleep_poll(out, timeout_ms);
 }
 
 }  // namespace gw::drv::rdma

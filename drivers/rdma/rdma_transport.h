@@ -18,6 +18,7 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_device.h"
+#include "gw_driver_base.h"
 #include "gw_listener.h"
 #include "gw_liveness.h"
 #include "gw_slots.h"
@@ -49,38 +50,25 @@ struct CtrlItem : PollItem {
   RdmaEndpoint* ep = nullptr;
 };
 
-class RdmaCq final : public CompletionQueue {
- public:
-  explicit RdmaCq(RdmaTransport* t) : t_(t) {}
-  Result<size_t> poll(std::span<Completion> out) override;
-  /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
-  int wait_fd() const override;
-  /// While completions came within the last millisecond, polls up to rdma.spin_us before
-  /// sleeping: a completion-channel wake-up costs more than a short poll.
-  Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override;
-
- private:
-  RdmaTransport* t_;
-};
-
-class RdmaTransport final : public Transport {
+class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndpoint> {
  public:
   static Result<std::unique_ptr<Transport>> open(const Config& cfg);
   ~RdmaTransport() override;
 
-  const TransportProperties& properties() const override { return props_; }
-  const Address& address() const override { return addr_; }
   Result<std::unique_ptr<Endpoint>> connect(const ConnectParams& p, Deadline deadline) override;
   Result<MemoryRegion> register_memory(void* addr, size_t length, MemKind kind) override;
+  /// The core's; then held messages and taken rendezvous requests move on.
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
-  CompletionQueue& cq() override { return cq_; }
-  std::map<std::string, uint64_t> stats() const override;
-  /// Any thread: the abort latch, then wake_fd_ wakes a progress asleep in epoll.
-  Status abort(std::string_view reason) override;
-  Result<size_t> cancel_tags(uint64_t mask, uint64_t value) override {
-    return core_.cancel_tags(mask, value);
-  }
-  void accept_tags(uint64_t mask, uint64_t value) override { core_.accept_tags(mask, value); }
+
+  // --- DriverTransport's hooks ---
+  /// abort() from another thread: wake_fd_ wakes a progress asleep in epoll.
+  void wake();
+  std::map<std::string, uint64_t> driver_stats() const;
+  /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
+  int cq_wait_fd() { return arm(); }
+  /// While completions came within the last millisecond, polls up to rdma.spin_us before
+  /// sleeping: a completion-channel wake-up costs more than a short poll.
+  Result<size_t> cq_sleep_poll(std::span<Completion> out, int timeout_ms);
 
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
@@ -98,13 +86,12 @@ class RdmaTransport final : public Transport {
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
   RegCache& regcache() { return *regcache_; }
-  /// The transport core: its completion sink (a request is accepted only after its
-  /// completion is reserved, rdma.cq_depth, so none is ever dropped), the any-source receives,
-  /// the abort latch.
-  core::TransportCore& core() { return core_; }
+  /// The core's completion sink: a request is accepted only after its completion is reserved
+  /// (rdma.cq_depth), so none is ever dropped.
   core::CompletionSink& sink() { return core_.sink(); }
   /// Unexpected eager messages and unexpected rendezvous pulls, within rdma.unexpected_bytes.
   core::UnexpectedStore& store() { return core_.store(); }
+  /// Endpoints are listed by id (eps_[id], null once gone).
   void endpoint_gone(RdmaEndpoint* ep);
   void watch_ctrl(RdmaEndpoint* ep, int fd);
   /// `ep`'s control connection reached EOF or failed: the peer is gone.
@@ -119,10 +106,11 @@ class RdmaTransport final : public Transport {
   DeviceOps* stage_ops() const { return stage_ops_; }
 
   struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, msgs_received = 0;
-    uint64_t eager_sent = 0, rndv_sent = 0, unexpected_msgs = 0, truncated_recvs = 0;
+    // msgs_received, unexpected_msgs, truncated_recvs, endpoint_errors: the core's.
+    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
+    uint64_t eager_sent = 0, rndv_sent = 0;
     uint64_t zero_copy_sends = 0;
-    uint64_t protocol_errors = 0, endpoint_errors = 0;
+    uint64_t protocol_errors = 0;
     uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
     uint64_t striped_sends = 0, unexpected_pulls = 0;
     uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
@@ -140,7 +128,7 @@ class RdmaTransport final : public Transport {
   Counters counters_;
   std::shared_ptr<spdlog::logger> log_;
 
-  RdmaTransport() : cq_(this) {}
+  RdmaTransport() = default;
   Status init(const Config& cfg);
   Status init_verbs();
   void service_events();
@@ -150,15 +138,10 @@ class RdmaTransport final : public Transport {
   /// Passive side: make the QP, connect it, reply, and park it until connect() asks for it.
   void answer(Fd fd, const Hello& h);
   void handle_wc(const ibv_wc& wc);
-  /// The driving thread carries out Transport::abort: every endpoint and any-source receive
-  /// fails with it.
-  void abort_now();
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
 
   Options opts_;
   DeviceChoice dev_;
-  TransportProperties props_;
-  Address addr_;
   SockAddr ctrl_local_;
   PdPtr pd_;
   ChannelPtr channel_;
@@ -169,7 +152,6 @@ class RdmaTransport final : public Transport {
   core::HelloListener listener_;
   PollItem listen_item_{PollItem::kListener}, channel_item_{PollItem::kChannel},
       wake_item_{PollItem::kWake};
-  RdmaCq cq_;
   bool armed_ = false;
   uint32_t idle_polls_ = 0, busy_polls_ = 0;
   core::LivenessTick live_tick_;
@@ -177,12 +159,9 @@ class RdmaTransport final : public Transport {
   bool busy_ = false;                 // progress() found work since take_busy()
   std::vector<ibv_wc> stash_;
   size_t stash_n_ = 0;
-  std::vector<RdmaEndpoint*> eps_;                            // by endpoint id; null once gone
   std::map<uint64_t, std::unique_ptr<RdmaEndpoint>> parked_;  // key -> answered, not taken
-  core::TransportCore core_;
   GpuPath gpu_;                     // how CUDA device memory is registered
   DeviceOps* stage_ops_ = nullptr;  // set on the staging path: copies device memory
-  friend class RdmaCq;
 };
 
 }  // namespace gw::drv::rdma

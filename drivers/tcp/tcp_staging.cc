@@ -12,12 +12,12 @@
 namespace gw::drv::tcp {
 
 Result<std::unique_ptr<StagingPool>> TcpTransport::make_pool(const std::string& owner) {
-  if (!dev_) return Status(Code::kNotSupported, "tcp: " + owner + ": " + dev_why_);
+  if (!gpu_ops_) return Status(Code::kNotSupported, "tcp: " + owner + ": " + dev_why_);
   // At least a slot per stream: each stream may hold slots/streams, so none starves another
   // (a stream the receiver is not reading keeps its slots until it drains).
   StagingPool::Options o = opts_.staging;
   o.slots = std::max<uint32_t>(o.slots, static_cast<uint32_t>(opts_.streams));
-  auto pool = StagingPool::create(dev_, o, "tcp " + owner);
+  auto pool = StagingPool::create(gpu_ops_, o, "tcp " + owner);
   if (pool.ok()) {
     log_->info(
         "tcp: {}: CUDA device memory is staged through {} pinned host slots of {} KiB "
@@ -25,30 +25,6 @@ Result<std::unique_ptr<StagingPool>> TcpTransport::make_pool(const std::string& 
         owner, (*pool)->slots(), (*pool)->chunk_bytes() / 1024);
   }
   return pool;
-}
-
-Result<StagingPool*> TcpTransport::rx_pool() {
-  if (!rx_pool_) {
-    GW_ASSIGN_OR_RETURN(rx_pool_, make_pool("receives into device memory"));
-    rx_copies_.init(rx_pool_->slots());
-  }
-  return rx_pool_.get();
-}
-
-void TcpTransport::poll_rx_copies() {
-  while (!rx_copies_.empty()) {
-    RxCopy c = rx_copies_.front();
-    auto done = rx_pool_->ready(c.slot);
-    if (done.ok() && !*done) return;  // copies finish in order: the rest are later
-    rx_copies_.pop();
-    rx_pool_->release(c.slot);
-    if (!c.ep) continue;
-    if (!done.ok()) {
-      c.ep->fail(done.status().with_context("tcp: copying a received message to the GPU"));
-      continue;
-    }
-    c.ep->rx_copy_done(c.msg);
-  }
 }
 
 Status TcpEndpoint::ensure_tx_pool() {

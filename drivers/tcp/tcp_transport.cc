@@ -37,10 +37,7 @@ Status TcpTransport::init(const Config& cfg) {
   Settings set;
   GW_RETURN_IF_ERROR(read_options(cfg, &set));
   opts_ = set.opts;
-  if (auto dev = device_ops(); dev.ok())
-    dev_ = *dev;
-  else
-    dev_why_ = std::string(dev.status().message());
+  open_gpu();
 
   GW_ASSIGN_OR_RETURN(auto local, choose_local(set.iface, set.subnet, set.family));
   local_ = local.addr;
@@ -369,80 +366,36 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   }
   if (listener_.needs_tick()) listener_.tick();
   if (!skip_epoll || background() != live_tick_.live()) liveness();
-  if (core_.take_abort()) [[unlikely]]
-    abort_now();
+  finish_pass();
   return core_.sink().drain(out);
 }
 
-Status TcpTransport::abort(std::string_view reason) {
-  if (core_.request_abort(reason)) {
-    uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-  }
-  return Status();
-}
-
-void TcpTransport::abort_now() {
-  const Status st = core_.abort_status();
-  for (TcpEndpoint* ep : eps_) ep->fail(st);
-  core_.fail_any(st.code());
-}
-
-void TcpTransport::endpoint_gone(TcpEndpoint* ep) {
-  eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
-  for (size_t i = 0; i < rx_copies_.size(); ++i)
-    if (rx_copies_.at(i).ep == ep) rx_copies_.at(i).ep = nullptr;  // its slot is still freed
-  // Its completions and reservations go with its EndpointCore.
-}
-
-Result<size_t> TcpTransport::post_recv_any(std::span<const RecvRequest> reqs) {
-  return core_.post_recv_any(reqs);
+void TcpTransport::wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
 }
 
 Result<MemoryRegion> TcpTransport::register_memory(void* addr, size_t length, MemKind kind) {
-  if (addr == nullptr && length > 0) {
-    return Status(Code::kInvalidArgument,
-                  "tcp: register_memory(nullptr, " + std::to_string(length) + ")");
-  }
-  if (kind == MemKind::kCudaDevice) {
-    if (!dev_) {
-      return Status(Code::kNotSupported, "tcp: cannot register CUDA device memory: " + dev_why_ +
-                                             "; register host or pinned (cuda-host) memory");
-    }
-  }
+  GW_RETURN_IF_ERROR(check_region(addr, length, kind));
   return MemoryRegion(addr, length, kind, 0, nullptr);
 }
 
-std::map<std::string, uint64_t> TcpTransport::stats() const {
+std::map<std::string, uint64_t> TcpTransport::driver_stats() const {
   const auto& c = counters_;
-  std::map<std::string, uint64_t> m = {{"bytes_sent", c.bytes_sent},
-                                       {"bytes_received", c.bytes_received},
-                                       {"msgs_sent", c.msgs_sent},
-                                       {"rx_stalls", c.rx_stalls},
-                                       {"protocol_errors", c.protocol_errors},
-                                       {"rejected_conns", listener_.rejected()},
-                                       {"tls_handshakes", c.tls_handshakes},
-                                       {"endpoints", eps_.size()},
-                                       {"staged_tx_bytes", c.staged_tx_bytes},
-                                       {"staged_rx_bytes", c.staged_rx_bytes},
-                                       {"epoll_unwatches", c.unwatches},
-                                       {"heartbeats_sent", c.heartbeats_sent},
-                                       {"heartbeats_received", c.heartbeats_received},
-                                       {"peer_timeouts", c.peer_timeouts},
-                                       {"streams_unwatched", unwatched_}};
-  core_.add_stats(m);
-  return m;
-}
-
-Result<size_t> TcpCq::poll(std::span<Completion> out) { return t_->progress(out); }
-
-Result<size_t> TcpCq::sleep_poll(std::span<Completion> out, int timeout_ms) {
-  return t_->progress(out, timeout_ms);
-}
-
-int TcpCq::wait_fd() const {
-  t_->watch_streams(true);  // whoever sleeps on the fd must hear the streams
-  return t_->epoll_fd();
+  return {{"bytes_sent", c.bytes_sent},
+          {"bytes_received", c.bytes_received},
+          {"msgs_sent", c.msgs_sent},
+          {"rx_stalls", c.rx_stalls},
+          {"protocol_errors", c.protocol_errors},
+          {"rejected_conns", listener_.rejected()},
+          {"tls_handshakes", c.tls_handshakes},
+          {"staged_tx_bytes", c.staged_tx_bytes},
+          {"staged_rx_bytes", c.staged_rx_bytes},
+          {"epoll_unwatches", c.unwatches},
+          {"heartbeats_sent", c.heartbeats_sent},
+          {"heartbeats_received", c.heartbeats_received},
+          {"peer_timeouts", c.peer_timeouts},
+          {"streams_unwatched", unwatched_}};
 }
 
 }  // namespace gw::drv::tcp

@@ -51,6 +51,8 @@ class TransportCore {
   int find_any(uint64_t tag) const;
   uint64_t next_post_seq() { return post_seq_++; }
   const CoreCounters& counters() const { return counters_; }
+  /// A message a driver completed without finish() (rdma: rendezvous, after release()).
+  void count_received() { ++counters_.msgs_received; }
   /// Adds the core's counters to a driver's Transport::stats().
   void add_stats(std::map<std::string, uint64_t>& m) const;
 

@@ -5,9 +5,15 @@
 /// what is truly its own: moving bytes (framing, reliability, verbs, mbufs), registration,
 /// its wire format and its fast paths. Everything else is the core's (gw_core.h):
 ///
-/// Per transport, one core::TransportCore: init() it with the driver's cq_depth, receive
-/// slots and unexpected budget. post_recv_any() forwards to it; CompletionQueue::poll makes
-/// progress, then returns core.sink().drain(out); stats() adds core.add_stats().
+/// The driver's Transport derives from core::DriverTransport<Driver, Endpoint> (CRTP,
+/// gw_driver_base.h), which owns props_, addr_, the CQ (poll() calls the driver's progress()
+/// directly), core_ (one core::TransportCore: init() it with the driver's cq_depth, receive
+/// slots and unexpected budget), the endpoint list eps_ and endpoint_gone(), post_recv_any,
+/// cancel_tags/accept_tags and abort() (below), stats() (the driver's driver_stats(),
+/// "endpoints", core.add_stats()), register_memory's checks (check_region) and the device
+/// staging of receives (is_device, rx_pool, rx_copies_, poll_rx_copies; open_gpu() at open).
+/// The driver keeps its wire: connect, register_memory, the post paths, progress() (ending in
+/// finish_pass(), then core.sink().drain(out)) and its own counters.
 ///
 /// Per endpoint, one core::EndpointCore: init() it at connect time (it reserves the
 /// endpoint-error event). Then:
@@ -22,12 +28,13 @@
 ///   - failure: if (core.set_error(st, orderly, sends_pending)) { complete the driver's
 ///     sends with st.code(); core.fail_receives(code, keep); release driver resources;
 ///     core.report_error(); } -- status() returns core.error().
-///   - abort (Transport::abort, any thread): core.request_abort(reason), then wake the driving
-///     thread if it may sleep long (tcp: an eventfd in its epoll set). From then on the core
-///     refuses posts (post_send asks core.refusal() per burst; post_recv and post_recv_any
-///     refuse on their own). At the end of each progress pass: if (core.take_abort())
-///     { for each endpoint: its failure path with core.abort_status(); core.fail_any(code); }
-///     -- a single load per pass; the driver tells its peers as when it closes an endpoint.
+///   - abort (Transport::abort, any thread): the base calls core.request_abort(reason), then
+///     the driver's wake() if the driving thread may sleep long (tcp: an eventfd in its epoll
+///     set). From then on the core refuses posts (post_send asks core.refusal() per burst;
+///     post_recv and post_recv_any refuse on their own). The base's finish_pass(), at the end
+///     of each progress pass (a single load), fails each endpoint through fail_aborted(ep,
+///     core.abort_status()) (default: ep->fail) and calls core.fail_any(code); the driver
+///     tells its peers as when it closes an endpoint.
 /// RecvHooks lets a driver copy a buffered message into memory the CPU cannot write (GPU).
 ///
 /// A driver with its own wire protocol (rdma) uses the same calls and a few more: begin(...,
