@@ -7,8 +7,9 @@
 /// window with it; an older peer ignores it). The budget is AIMD on the receiver's own loss
 /// signal, the packets that arrive past a hole: cut by a quarter per loss period (from every
 /// sender's whole window, ~10 cuts to a switch queue's share), grown by one packet per sender
-/// per period without loss — the queue's size is learnt, not configured. With one sender the grant is unlimited: its window alone decides, as before.
-/// (After EQDS's receiver-issued credits and NSCC/RCCC in Ultra Ethernet; our own, simpler.)
+/// per period without loss — the queue's size is learnt, not configured. With one sender the grant
+/// is unlimited: its window alone decides, as before. (After EQDS's receiver-issued credits and
+/// NSCC/RCCC in Ultra Ethernet; our own, simpler.)
 #pragma once
 
 #include <algorithm>
