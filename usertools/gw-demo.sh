@@ -2,7 +2,8 @@
 # Set up, build and run the main job on this machine's own loopback devices: gw-compare, the
 # same workloads over every transport that can run here (tcp sleeping and busy, dpdk over
 # memif and over af_packet on a veth pair between two namespaces), with iperf3, sockperf,
-# dpdk-testpmd, UCX (ucx_perftest) and libfabric (fi_pingpong) in the same run; speed and cost
+# dpdk-testpmd, UCX (ucx_perftest) and libfabric (fi_pingpong) in the same run, Open MPI and
+# Gloo on the allreduce rows (apps/gw-baseline); speed and cost
 # (CPU, system calls, context switches) side by side. Run as root, gw-compare mounts tracefs
 # when it is missing (the system-call counts need it) and says so.
 #   usertools/gw-demo.sh [gw-compare options]     e.g. --quick, --rdma-vm, --profile

@@ -8,6 +8,7 @@ pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config gcc g++ python3 lib
       python3-torch libtorch-dev pybind11-dev python3-pytest  # the PyTorch backend
       linux-perf chromium iperf3 sockperf  # gw-compare (counters, report test, references)
       ucx-utils libfabric-bin  # gw-compare's UCX (ucx_perftest) and libfabric (fi_pingpong) peers
+      libopenmpi-dev openmpi-bin libgloo-dev  # apps/gw-baseline: gw-compare's Open MPI, Gloo peers
       iperf  # usertools/bench-tcp-footprint.sh: iperf 2 writes 8 MiB blocks, iperf3 at most 1 MiB
       clang libclang-rt-14-dev  # usertools/gw-fuzz.sh: clang 14 and its libFuzzer runtime
       clang-format)  # the unit suite's 'format' test (usertools/gw-format.sh --check)

@@ -55,6 +55,8 @@ Options parse(int argc, char** argv, const char* usage) {
       o.ranks = std::atoi(v);
     else if (a == "--algo")
       o.algo = v;
+    else if (a == "--coll")
+      o.coll = v;
     else {
       std::fprintf(stderr, "%s: unknown option %s\n%s", argv[0], a.c_str(), usage);
       std::exit(2);
@@ -90,20 +92,35 @@ long long count_wrong(const std::vector<float>& v, size_t count, int n) {
   return wrong;
 }
 
-void print_header(const char* who) {
-  std::printf("# %s allreduce, float32 sum, TCP loopback\n", who);
+float a2a_value(int p, size_t j) { return static_cast<float>((p + 1) * 8192 + j % 8191); }
+
+long long a2a_wrong(const std::vector<float>& v, size_t block, int n, int me) {
+  long long wrong = 0;
+  for (int p = 0; p < n; ++p) {  // block p came from rank p, which sent its block `me`
+    for (size_t i = 0; i < block; ++i) {
+      if (v[p * block + i] != a2a_value(p, static_cast<size_t>(me) * block + i)) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+void print_header(const char* who, const char* coll) {
+  const bool a2a = std::strcmp(coll, "alltoall") == 0;
+  std::printf("# %s %s, float32%s, TCP loopback\n", who, coll, a2a ? "" : " sum");
   std::printf("# %10s %12s %9s %6s %10s %8s %8s %7s %6s\n", "size", "count", "type", "redop",
               "time", "algbw", "busbw", "#wrong", "algo");
   std::printf("# %10s %12s %9s %6s %10s %8s %8s %7s %6s\n", "(B)", "(elements)", "", "", "(us)",
               "(GB/s)", "(GB/s)", "", "");
 }
 
-void print_row(uint64_t bytes, double us, int n, long long wrong, const std::string& algo) {
+void print_row(uint64_t bytes, double us, int n, long long wrong, const std::string& algo,
+               const char* coll) {
+  const bool a2a = std::strcmp(coll, "alltoall") == 0;
   const double algbw = static_cast<double>(bytes) / us / 1e3;
-  const double busbw = algbw * 2.0 * (n - 1) / n;
+  const double busbw = algbw * (a2a ? 1.0 : 2.0) * (n - 1) / n;
   std::printf("  %10llu %12llu %9s %6s %10.2f %8.3f %8.3f %7lld %6s\n",
               static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(bytes / 4),
-              "float32", "sum", us, algbw, busbw, wrong, algo.c_str());
+              "float32", a2a ? "none" : "sum", us, algbw, busbw, wrong, algo.c_str());
   std::fflush(stdout);
 }
 

@@ -2,7 +2,8 @@
 this machine can run (and the reference tools), rounds interleaved, speed and cost side by side.
 
   gw-compare                       # tcp (sleep, busy), dpdk memif, dpdk af_packet/veth, refs
-                                   # (iperf3, sockperf, dpdk-testpmd, UCX, libfabric)
+                                   # (iperf3, sockperf, dpdk-testpmd, UCX, libfabric;
+                                   # Open MPI and Gloo on the allreduce rows)
   gw-compare --quick --report DIR  # CI-sized run and an HTML report
   gw-compare --rdma-vm             # + rdma on soft-RoCE inside a VM (takes minutes)
 """
@@ -88,7 +89,7 @@ def parse_args(argv):
     p.add_argument("-w", "--workloads", default=",".join(w.id for w in W.WORKLOADS),
                    help="comma list of " + ", ".join(w.id for w in W.WORKLOADS))
     p.add_argument("--refs", default="iperf3,sockperf,dpdk-testpmd,ucx_perftest,fi_pingpong,"
-                   "fi_rdm_tagged_bw", help="reference tools to run when installed ('' for none)")
+                   "fi_rdm_tagged_bw,openmpi,gloo", help="reference tools to run when installed ('' for none)")
     p.add_argument("-r", "--rounds", type=int, default=3, help="interleaved rounds (3)")
     p.add_argument("-D", "--duration", type=float, default=0.3,
                    help="seconds per workload per round (0.3)")
@@ -237,7 +238,7 @@ def main(argv=None):
         for t in transports:
             if t.why and not (t.name == "rdma" and a.rdma_vm):
                 log("gw-compare: %s cannot run: %s" % (t.name, t.why))
-        refs = gwc_ref.Refs(a, selected)
+        refs = gwc_ref.Refs(a, selected, ctx)
         raw = measure(a, ctx, runnable, selected, log, refs)
         rdma = all_t["rdma"]
         if a.rdma_vm and rdma in transports:

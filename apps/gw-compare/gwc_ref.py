@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import json
 
+import gwc_baselines
 import gwc_peers
 import gwc_proc
 import gwc_workloads as W
@@ -111,10 +112,11 @@ class Refs:
     with the transports' rounds. Tools that are missing are listed with the reason."""
 
     KNOWN = ("iperf3", "sockperf", "dpdk-testpmd", "ucx_perftest", "fi_pingpong",
-             "fi_rdm_tagged_bw")
+             "fi_rdm_tagged_bw", "openmpi", "gloo")
+    BASELINES = {"openmpi": "mpi", "gloo": "gloo"}  # column -> gwc_baselines' driver
     PACKAGES = dict(gwc_peers.PACKAGES, **{"dpdk-testpmd": "dpdk"})
 
-    def __init__(self, a, selected):
+    def __init__(self, a, selected, ctx=None):
         self.a, self.selected = a, selected
         wanted = [x for x in a.refs.split(",") if x]
         cols = {}
@@ -135,13 +137,20 @@ class Refs:
                 "fi_rdm_tagged_bw", "libfabric bw",
                 "not run by gw-compare: fabtests' fi_rdm_tagged_bw is not packaged in Debian 12 "
                 "(libfabric-bin ships fi_pingpong only)")
+        if "openmpi" in wanted:  # allreduce rows only, through apps/gw-baseline
+            cols["openmpi"] = _col("openmpi", "Open MPI (tcp)")
+        if "gloo" in wanted:
+            cols["gloo"] = _col("gloo", "Gloo (tcp)")
         for name in wanted:
             if name not in self.KNOWN:
                 cols[name] = _col(name, name, "unknown reference tool (known: %s)"
                                   % ", ".join(self.KNOWN))
         for name, col in cols.items():
             tool = name.split("-")[0] if name != "dpdk-testpmd" else name
-            if col["why"] is None and not shutil.which(tool):
+            if col["why"] is None and name in self.BASELINES:
+                col["why"] = (gwc_baselines.why_not(ctx, self.BASELINES[name]) if ctx
+                             else "not checked: no build directory given")
+            elif col["why"] is None and not shutil.which(tool):
                 col["why"] = "%s is not installed (apt-get install %s, or usertools/" \
                     "gw-deps.sh)" % (tool, self.PACKAGES.get(tool, tool))
         self.cols = cols
@@ -175,6 +184,11 @@ class Refs:
             if w.kind == "lat" and self._ok("fi_pingpong"):
                 jobs.append(("fi_pingpong", lambda: gwc_peers.run_fi_pingpong(
                     ctx, w, secs, peer_s, self.pace.get(("fi_pingpong", w.id)))))
+            if w.kind == "coll":
+                for n, drv in self.BASELINES.items():
+                    if self._ok(n):
+                        jobs.append((n, lambda n=n, drv=drv: gwc_baselines.run(
+                            ctx, drv, w, a.duration, peer_s, self.pace.get((n, w.id)))))
             for name, job in jobs:
                 s, cmds, err = job()
                 if err:  # a server that was not listening yet on a loaded machine: once more

@@ -85,16 +85,19 @@ def check_parsers(fails):
 
 
 def check_missing(fails):
-    a = types.SimpleNamespace(refs="ucx_perftest,fi_pingpong,fi_rdm_tagged_bw", duration=0.1,
-                              timeout=30)
+    a = types.SimpleNamespace(refs="ucx_perftest,fi_pingpong,fi_rdm_tagged_bw,openmpi,gloo",
+                              duration=0.1, timeout=30)
+    # The allreduce peers: mpirun not on PATH, gw-baseline-gloo not in this (empty) build.
+    ctx = types.SimpleNamespace(bindir=None, build=tempfile.mkdtemp())
     path = os.environ.get("PATH", "")
     os.environ["PATH"] = tempfile.mkdtemp()
     try:
-        cols = gwc_ref.Refs(a, {"lat_64"}).cols
+        cols = gwc_ref.Refs(a, {"lat_64"}, ctx).cols
     finally:
         os.environ["PATH"] = path
     for name, pkg in (("ucx_perftest", "ucx-utils"), ("ucx_perftest-shm", "ucx-utils"),
-                      ("fi_pingpong", "libfabric-bin"), ("fi_rdm_tagged_bw", "not packaged")):
+                      ("fi_pingpong", "libfabric-bin"), ("fi_rdm_tagged_bw", "not packaged"),
+                      ("openmpi", "openmpi-bin"), ("gloo", "libgloo-dev")):
         why = (cols.get(name) or {}).get("why") or ""
         if pkg not in why:
             fails.append("%s missing: why %r does not name %r" % (name, why, pkg))
