@@ -22,14 +22,16 @@ namespace gw::core {
 
 /// The CQ of driver D: poll() is D::progress(out); wait_fd() and sleep_poll() are D's
 /// cq_wait_fd() and cq_sleep_poll().
+/// Holds the Transport and casts to D only when called: made in the base's constructor, before
+/// D exists, a D* then would be a cast to an object not yet constructed (UBSan's vptr check).
 template <class D>
 class DriverCq final : public CompletionQueue {
  public:
-  explicit DriverCq(D* t) : t_(t) {}
-  Result<size_t> poll(std::span<Completion> out) override { return t_->progress(out); }
-  int wait_fd() const override { return t_->cq_wait_fd(); }
+  explicit DriverCq(Transport* t) : t_(t) {}
+  Result<size_t> poll(std::span<Completion> out) override { return d()->progress(out); }
+  int wait_fd() const override { return d()->cq_wait_fd(); }
   Result<size_t> sleep_poll(std::span<Completion> out, int timeout_ms) override {
-    return t_->cq_sleep_poll(out, timeout_ms);
+    return d()->cq_sleep_poll(out, timeout_ms);
   }
   /// CompletionQueue's own sleep on wait_fd(), for a driver that only adds to it.
   Result<size_t> plain_sleep_poll(std::span<Completion> out, int timeout_ms) {
@@ -37,7 +39,8 @@ class DriverCq final : public CompletionQueue {
   }
 
  private:
-  D* t_;
+  D* d() const { return static_cast<D*>(t_); }
+  Transport* t_;
 };
 
 /// A host-to-device copy of received bytes, in flight in a receive staging slot.
@@ -134,7 +137,7 @@ class DriverTransport : public Transport {
   void fail_aborted(Ep* ep, const Status& st) { ep->fail(st); }
 
  protected:
-  DriverTransport() : cq_(static_cast<D*>(this)) {}
+  DriverTransport() : cq_(this) {}
   /// At open: the GPU runtime's table, or why there is none.
   void open_gpu() {
     if (auto dev = device_ops(); dev.ok())
