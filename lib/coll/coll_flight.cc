@@ -45,7 +45,7 @@ coll::FlightState state_of(const Status& st) {
 
 }  // namespace
 
-Status Communicator::Impl::flight_init(int64_t records, std::string dir) {
+Status Communicator::Impl::flight_init(int64_t records, std::string dir, Impl* prev) {
   GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
   ConfigReader rd(cfg);
   if (records < 0) records = rd.in("coll.flight_records", 0, 1 << 24);
@@ -55,7 +55,14 @@ Status Communicator::Impl::flight_init(int64_t records, std::string dir) {
   if (records > 1 << 24)
     return Status(Code::kInvalidArgument, "coll: flight_records above 16777216");
   if (records == 0) return Status();
-  flight = std::make_unique<coll::FlightRecorder>(static_cast<size_t>(records));
+  if (prev && prev->flight && prev->flight->capacity() == static_cast<size_t>(records)) {
+    // prev's health thread may be reading the recorder: health_init moves it under the
+    // server's lock when it takes that thread over.
+    flight_from = prev;
+    if (!prev->health) adopt_flight();
+  } else {
+    flight = std::make_unique<coll::FlightRecorder>(static_cast<size_t>(records));
+  }
   flight_dir = std::move(dir);
   heard_ns = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(n));
   if (sig && !coll::flight_install_signal())
@@ -120,7 +127,8 @@ void Communicator::Impl::flight_heard(std::span<const Completion> cs) {
 Result<std::string> Communicator::Impl::flight_dump(const char* trigger) {
   if (!flight) {
     return Status(Code::kNotSupported,
-                  "coll: the flight recorder is off (coll.flight_records = 0)");
+                  "coll: no flight recorder here (coll.flight_records = 0, or shrink/grow moved "
+                  "it to the new communicator)");
   }
   coll::FlightContext c;
   c.rank = rank;

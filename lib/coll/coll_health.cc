@@ -31,12 +31,21 @@ std::atomic<uint32_t> g_comms{0};  // the process's communicators: a unique sock
 
 }  // namespace
 
-Status Communicator::Impl::health_init() {
+Status Communicator::Impl::health_init(Impl* prev) {
+  // prev's thread is taken over, or stopped before its recorder moves here.
+  std::unique_ptr<coll::HealthServer> heir = prev ? std::move(prev->health) : nullptr;
+  auto own = [&] {
+    heir.reset();
+    if (flight_from) adopt_flight();
+  };
   GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
   ConfigReader rd(cfg);
   const bool on = rd.flag("coll.health");
   GW_RETURN_IF_ERROR(rd.status());
-  if (!on || !flight) return Status();
+  if (!on || !(flight || flight_from)) {
+    own();
+    return Status();
+  }
   char job[24];
   std::snprintf(job, sizeof(job), "%016llx", static_cast<unsigned long long>(group.job_id()));
   health_job = job;
@@ -58,6 +67,18 @@ Status Communicator::Impl::health_init() {
     metrics_path = metrics;
     tick = [this] { health_write_metrics(); };
   }
+  if (heir) {
+    Status st = heir->rebind(
+        name, [this] { return health_answer(); }, tick, static_cast<int>(every),
+        [this] {
+          if (flight_from) adopt_flight();
+        });
+    if (st.ok()) {
+      health = std::move(heir);
+      return Status();
+    }
+  }
+  own();
   auto s = coll::HealthServer::start(
       name, [this] { return health_answer(); }, std::move(tick), static_cast<int>(every));
   if (!s.ok()) {  // a tool's convenience: the job goes on without it

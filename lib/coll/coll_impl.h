@@ -69,7 +69,15 @@ struct Communicator::Impl {
   uint32_t flight_sigs = 0;  ///< SIGUSR1s seen (coll::flight_signals())
   /// Per peer: its last completion here (steady ns); read by the health thread too.
   std::unique_ptr<std::atomic<int64_t>[]> heard_ns;
-  Status flight_init(int64_t records, std::string dir);
+  /// `prev`: the communicator this one succeeds (shrink, grow); its recorder is taken over
+  /// when it has the same capacity (no new ring: page faults cost a shrink ~0.5 ms).
+  Status flight_init(int64_t records, std::string dir, Impl* prev = nullptr);
+  Impl* flight_from = nullptr;  ///< the recorder still to take over from (health_init)
+  void adopt_flight() {
+    flight = std::move(flight_from->flight);
+    flight->restart();
+    flight_from = nullptr;
+  }
   void flight_start(coll::Task& op);
   /// Records op's end with `st` (once; later calls do nothing).
   void flight_end(coll::Task& op, const Status& st);
@@ -95,7 +103,8 @@ struct Communicator::Impl {
   std::vector<std::pair<std::string, uint64_t>> health_counters;
   std::vector<std::string> health_peer_err;  ///< per peer: its endpoint's error, "" when ok
   int64_t health_counters_ns = 0;            ///< when they were read (0: never)
-  Status health_init();
+  /// `prev`: its health thread is taken over (rebound to this communicator's name).
+  Status health_init(Impl* prev = nullptr);
   /// The answer to one query (the health thread: atomics, the recorder, the guarded copies,
   /// and the transport only while no call holds it).
   std::string health_answer();

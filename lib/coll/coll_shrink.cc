@@ -200,12 +200,8 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   }
   // Outside the old calls' DriveScope: create() starts the transport's progress thread.
   Group& g = *ng;
-  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(g, im.opts));
+  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(g, im.opts, &im));
   out->impl_->owned = std::move(ng);
-  for (int s = 0; s < kMaxInFlight; ++s) {  // a late completion of the old calls never matches
-    auto& gen = out->impl_->ops[static_cast<size_t>(s)].gen;
-    gen = (im.ops[static_cast<size_t>(s)].gen + 1) & 0xFFFFFF;
-  }
   lg->info("{}: {} ranks go on without rank(s) {} (this one is rank {} now) after {} ms", me,
            g.size(), encode(gone), g.rank(),
            std::chrono::duration_cast<Millis>(Clock::now() - t0).count());
@@ -250,12 +246,8 @@ Result<std::unique_ptr<Communicator>> Communicator::grow(int added, const std::s
     im.broken = Status(Code::kAborted, me + ": grown; use the new communicator");
     im.health_set_broken(im.broken);
   }
-  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*ng, im.opts));
+  GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*ng, im.opts, &im));
   out->impl_->owned = std::move(ng);
-  for (int s = 0; s < kMaxInFlight; ++s) {
-    auto& gen = out->impl_->ops[static_cast<size_t>(s)].gen;
-    gen = (im.ops[static_cast<size_t>(s)].gen + 1) & 0xFFFFFF;
-  }
   log::get("gw.coll")->info("{}: {} ranks after {} ms", me, out->size(),
                             std::chrono::duration_cast<Millis>(Clock::now() - t0).count());
   return out;

@@ -76,6 +76,11 @@ Status Communicator::handle(std::span<const Completion> cs) {
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o) {
+  return create(group, o, nullptr);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o,
+                                                           Impl* prev) {
   GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
   auto pick = [&](int64_t given, const char* key, bool zero_is_default) -> Result<int64_t> {
     if (zero_is_default ? given > 0 : given >= 0) return given;
@@ -132,8 +137,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
     group.transport().accept_tags(coll::kEpochMask, coll::make_tag(0xC0, impl->epoch, 0, 0));
     GW_RETURN_IF_ERROR(coll::notices_init(*impl));
   }
-  GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir));
-  GW_RETURN_IF_ERROR(impl->health_init());
+  GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir, prev));
+  GW_RETURN_IF_ERROR(impl->health_init(prev));
+  for (size_t s = 0; prev && s < impl->ops.size(); ++s)  // a late completion never matches
+    impl->ops[s].gen = (prev->ops[s].gen + 1) & 0xFFFFFF;
   // Peers are served while this rank computes between calls (transport.progress).
   if (Status st = group.transport().start_background(); !st.ok())
     return st.with_context("coll: transport progress thread");

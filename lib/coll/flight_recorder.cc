@@ -193,7 +193,8 @@ void FlightRecorder::end(uint64_t id, FlightState s, uint8_t code, uint64_t wait
 std::vector<FlightEntry> FlightRecorder::snapshot(size_t last) const {
   const uint64_t next = next_.load(std::memory_order_acquire);
   const uint64_t keep = std::min<uint64_t>(cap_, last);
-  const uint64_t first = next > keep ? next - keep : 1;
+  const uint64_t first =
+      std::max(next > keep ? next - keep : 1, first_.load(std::memory_order_acquire));
   std::vector<FlightEntry> out;
   out.reserve(static_cast<size_t>(next - first));
   for (uint64_t id = first; id < next; ++id) {

@@ -76,8 +76,13 @@ class FlightRecorder {
   uint64_t begin(FlightEntry e);
   /// Records the end of call `id`; nothing when it has been overwritten or has ended.
   void end(uint64_t id, FlightState s, uint8_t code, uint64_t waiting, int64_t end_ns);
-  /// Calls recorded so far (also those overwritten).
-  uint64_t recorded() const { return next_.load(std::memory_order_acquire) - 1; }
+  /// A new communicator takes this recorder over (shrink, grow): earlier calls leave the
+  /// snapshots (their communicator's failure dump has them), ids go on.
+  void restart() { first_.store(next_.load(std::memory_order_relaxed), std::memory_order_release); }
+  /// Calls recorded so far since the last restart (also those overwritten).
+  uint64_t recorded() const {
+    return next_.load(std::memory_order_acquire) - first_.load(std::memory_order_acquire);
+  }
   /// Consistent copies of the last `last` records held, oldest first. Any thread.
   std::vector<FlightEntry> snapshot(size_t last = SIZE_MAX) const;
   /// The dump: `ctx` and the last `last` records as JSON (format gradwire-flight-1). Any thread.
@@ -98,6 +103,7 @@ class FlightRecorder {
   size_t cap_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> next_{1};
+  std::atomic<uint64_t> first_{1};  ///< the oldest id a snapshot shows (restart)
 };
 
 /// `dir`/gw-flight-`rank`.json; `dir` empty: $TMPDIR, else /tmp.

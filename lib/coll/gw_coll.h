@@ -297,6 +297,10 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);
+  /// create(), succeeding `prev` (shrink, grow): its flight recorder and health thread are
+  /// taken over, and its calls' generations are left behind.
+  static Result<std::unique_ptr<Communicator>> create(Group& group, const CommOptions& opts,
+                                                      Impl* prev);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,7 +4,8 @@
 Six gw-shrink-probe ranks (processes) over tcp on loopback run allreduces, every element
 checked against the sum over the ranks still in. Cases:
   kill      SIGKILL rank 3 mid-run (the job's TCP store lives in rank 0): the five others
-            shrink and finish;
+            shrink and finish; meanwhile gw-doctor --live finds them as ranks 0-4 of one
+            job (the health thread moved to the new communicator, under its new name);
   cycles    (file store, so rank 0 may die too) kill rank 0, then rank 5, then ranks 2 and 4
             at once: two ranks finish;
   in-shrink rank 2 is killed, and rank 4 kills itself 1 ms into its shrink: four finish;
@@ -13,6 +14,7 @@ checked against the sum over the ranks still in. Cases:
 Each survivor must print "done ... wrong=0" with the expected members and exit 0.
 Usage: shrink_kill.py BUILD_DIR [CASE...]
 """
+import json
 import os
 import queue
 import signal
@@ -127,11 +129,39 @@ def shrunk_all(job, survivors, size):
         seen.add(r)
 
 
+def live_ranks(build, pids):
+    """gw-doctor --live: {pid: (job, rank)} of the health sockets these processes answer on."""
+    r = subprocess.run([f"{build}/apps/gw-doctor/gw-doctor", "--live", "--json"],
+                       capture_output=True, text=True, timeout=30)
+    seen = {}
+    for rep in json.loads(r.stdout or "[]"):
+        for rk in rep["ranks"]:
+            pid = int(rk["file"].rsplit("/", 1)[1].split(".")[0])
+            if pid in pids:
+                seen.setdefault(pid, []).append((rep["job"], rk["rank"], rk["broken"]))
+    return seen
+
+
 def case_kill(build, tmp):
-    job = Job(build, [])
+    job = Job(build, [], iters=500)
     job.wait_for(step_seen(20), "step 20")
     job.kill(3)
-    job.finish([0, 1, 2, 4, 5])
+    survivors = [0, 1, 2, 4, 5]
+    shrunk_all(job, survivors, 5)
+    if not os.path.exists(f"{build}/apps/gw-doctor/gw-doctor"):  # built with nlohmann-json
+        print("  gw-doctor not built: the live check after the shrink is left out")
+        job.finish(survivors)
+        return
+    pids = {job.procs[r].pid: r for r in survivors}
+    seen = live_ranks(build, pids)
+    jobs = {v[0][0] for v in seen.values()}
+    want = {job.procs[r].pid: i for i, r in enumerate(survivors)}
+    got = {pid: v[0][1] for pid, v in seen.items() if len(v) == 1 and v[0][2] is None}
+    if got != want or len(jobs) != 1:
+        job.fail(f"gw-doctor --live after the shrink: want one socket per survivor, new ranks "
+                 f"{want} of one job, not broken; got {seen}")
+    print("  gw-doctor --live: the five answer as ranks 0-4 of the shrunk communicator")
+    job.finish(survivors)
 
 
 def case_cycles(build, tmp):

@@ -2,7 +2,10 @@
 // the last N calls as they were made on every rank, a failure dumps them, and gw-doctor reads
 // the dumps of a mismatch and of a hang and names the rank at fault. GW_DOCTOR: the app's path.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <barrier>
@@ -12,6 +15,7 @@
 
 #include "coll_harness.h"
 #include "flight_recorder.h"
+#include "health_server.h"
 
 namespace gw::coll_test {
 namespace {
@@ -87,6 +91,64 @@ TEST(FlightRecorder, ReaderNeverSeesATornRecord) {
   ASSERT_EQ(all.size(), 8u);
   EXPECT_EQ(all.front().seq, 200000u - 7);
   EXPECT_EQ(all.back().state, static_cast<uint8_t>(coll::FlightState::kOk));
+}
+
+// A shrink's successor takes the ring over: the old calls leave the snapshots, ids go on.
+TEST(FlightRecorder, RestartShowsOnlyTheNewCalls) {
+  coll::FlightRecorder fr(4);
+  coll::FlightEntry e;
+  for (uint32_t i = 1; i <= 3; ++i) fr.end(fr.begin(e), coll::FlightState::kOk, 0, 0, 1);
+  fr.restart();
+  EXPECT_EQ(fr.recorded(), 0u);
+  EXPECT_TRUE(fr.snapshot().empty());
+  e.seq = 9;
+  const uint64_t id = fr.begin(e);
+  EXPECT_EQ(id, 4u);
+  auto all = fr.snapshot();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].seq, 9u);
+  EXPECT_EQ(fr.recorded(), 1u);
+}
+
+// What one connection to "@name" reads; "" when nobody listens there.
+std::string ask(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0) {
+    char buf[256];
+    for (ssize_t k; (k = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(k));
+  }
+  close(fd);
+  return out;
+}
+
+// rebind: the same thread answers for the successor under its name; the old name is gone.
+TEST(HealthServer, RebindMovesTheAnswerToTheNewName) {
+  const std::string a = "gw-test-health/" + std::to_string(getpid()) + "/a";
+  const std::string b = "gw-test-health/" + std::to_string(getpid()) + "/b";
+  auto s = coll::HealthServer::start(a, [] { return std::string("first"); });
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(ask(a), "first");
+  bool swapped = false;
+  ASSERT_TRUE((*s)->rebind(
+                      b, [] { return std::string("second"); }, {}, 0, [&] { swapped = true; })
+                  .ok());
+  EXPECT_TRUE(swapped);
+  EXPECT_EQ(ask(b), "second");
+  EXPECT_EQ(ask(a), "");
+  EXPECT_EQ((*s)->name(), b);
+  // A name in use is refused, and the server keeps answering where it was.
+  auto other = coll::HealthServer::start(a, [] { return std::string("other"); });
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE((*s)->rebind(
+                       a, [] { return std::string("third"); }, {}, 0)
+                   .ok());
+  EXPECT_EQ(ask(b), "second");
+  EXPECT_EQ(ask(a), "other");
 }
 
 TEST(CollFlight, RingWrapsAndKeepsTheLastN) {

@@ -88,9 +88,15 @@ TEST(CollShrink, DeadRankShrinkThenRegrowToFour) {
       EXPECT_EQ((*s)->group().prefix(), "shrinkt.s1");
       EXPECT_EQ((*s)->group().epoch(), comm->group().epoch() + 1);
       EXPECT_FALSE(comm->barrier().ok());  // the old one stays broken
+      // The flight recorder moved to the new communicator (its old calls left behind).
+      EXPECT_EQ(comm->dump_flight_record().status().code(), Code::kNotSupported);
+      EXPECT_TRUE((*s)->flight_records().empty());
       comm = std::move(*s);
       note(r, sum(*comm, r, out), "allreduce of three");
       EXPECT_EQ(wrong(out, {0, 1, 2}), 0u) << "rank " << r;
+      auto rec = comm->flight_records();
+      ASSERT_EQ(rec.size(), 1u) << "rank " << r;
+      EXPECT_EQ(rec.back().count, kCount);
       auto grown = comm->grow(1, "shrinkt/grow", Millis(20000));
       ASSERT_TRUE(grown.ok()) << "rank " << r << ": " << grown.status().to_string();
       comm = std::move(*grown);
