@@ -11,6 +11,7 @@ pkgs=(dpdk dpdk-dev libdpdk-dev meson ninja-build pkg-config gcc g++ python3 lib
       libopenmpi-dev openmpi-bin libgloo-dev  # apps/gw-baseline: gw-compare's Open MPI, Gloo peers
       iperf  # usertools/bench-tcp-footprint.sh: iperf 2 writes 8 MiB blocks, iperf3 at most 1 MiB
       clang libclang-rt-14-dev  # usertools/gw-fuzz.sh: clang 14 and its libFuzzer runtime
+      libbpf-dev linux-libc-dev  # drivers/dpdk/gw_xdp.c, the XDP program of net_af_xdp (clang -target bpf)
       clang-format)  # the unit suite's 'format' test (usertools/gw-format.sh --check)
 missing=()
 for p in "${pkgs[@]}"; do

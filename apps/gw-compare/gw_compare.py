@@ -1,7 +1,7 @@
 """gw-compare: the protocol-stack overhead comparison. The same workloads over every transport
 this machine can run (and the reference tools), rounds interleaved, speed and cost side by side.
 
-  gw-compare                       # tcp (sleep, busy), dpdk memif, dpdk af_packet/veth, refs
+  gw-compare                       # tcp (sleep, busy), dpdk memif, af_packet and af_xdp/veth, refs
                                    # (iperf3, sockperf, dpdk-testpmd, UCX, libfabric;
                                    # Open MPI and Gloo on the allreduce rows)
   gw-compare --quick --report DIR  # CI-sized run and an HTML report
@@ -84,8 +84,8 @@ def parse_args(argv):
     p.add_argument("--build-dir", default=os.environ.get("GW_COMPARE_BUILD", "build"))
     p.add_argument("--source-dir", default=os.environ.get("GW_COMPARE_SOURCE",
                                                           os.path.dirname(os.path.dirname(HERE))))
-    p.add_argument("-t", "--transports", default="tcp,tcp-busy,memif,af_packet,rdma",
-                   help="comma list of tcp, tcp-busy, memif, af_packet, rdma")
+    p.add_argument("-t", "--transports", default="tcp,tcp-busy,memif,af_packet,af_xdp,rdma",
+                   help="comma list of tcp, tcp-busy, memif, af_packet, af_xdp, rdma")
     p.add_argument("-w", "--workloads", default=",".join(w.id for w in W.WORKLOADS),
                    help="comma list of " + ", ".join(w.id for w in W.WORKLOADS))
     p.add_argument("--refs", default="iperf3,sockperf,dpdk-testpmd,ucx_perftest,fi_pingpong,"
@@ -229,11 +229,12 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, f: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        afp = all_t.get("af_packet")
-        if afp in transports and afp.why is None:
+        on_veth = [all_t[k] for k in ("af_packet", "af_xdp")
+                   if all_t.get(k) in transports and all_t[k].why is None]
+        if on_veth:
             veth = gwc_transports.Veth(ctx.netns_script(), run_id).__enter__()
-            if veth.why:
-                afp.why = veth.why
+            for t in on_veth if veth.why else []:
+                t.why = veth.why
         runnable = [t for t in transports if t.why is None and (t.name != "rdma" or a.in_vm)]
         for t in transports:
             if t.why and not (t.name == "rdma" and a.rdma_vm):

@@ -26,7 +26,7 @@ CATEGORIES = [
     # Not in the study's list, but where busy polling spent most of its time here: a poll loop
     # that reads the clock on every pass (the vDSO's, or a system call on some VMs).
     ("clock reads", r"clock_gettime|steady_clock|system_clock|^__vdso|rdtsc", r"\[vdso\]"),
-    ("DPDK PMD", r"^rte_|memif|eth_af_packet|af_packet|_pmd_|^eth_", r"librte_"),
+    ("DPDK PMD", r"^rte_|memif|eth_af_packet|af_packet|af_xdp|xsk_|_pmd_|^eth_", r"librte_"),
     ("gradwire", r"^gw::|gw_", r"gw-perf|gw-coll-perf|libgradwire"),
     ("TCP/IP", r"^tcp_|^__tcp|^tcp4|^ip_|^__ip_|^ipv4_|^inet_|^__inet|^udp|^raw_|"
                r"^sk_stream|^sock_|^__sock|^sk_wait|^release_sock|^lock_sock|^__release_sock",

@@ -7,6 +7,7 @@ does); "tcp-busy" and the dpdk rows poll throughout (--busy, transport.spin_us=-
 """
 import os
 import shutil
+import socket
 import subprocess
 
 VETH_NET = "10.252.0"  # addresses exist only inside the two namespaces gw-compare makes
@@ -66,6 +67,7 @@ def make_transports(run_id):
     ns = ("gwc%sa" % run_id, "gwc%sb" % run_id)
     ifs = ("gwc%sa0" % run_id, "gwc%sb1" % run_id)
     afp = "dpdk:vdev=net_af_packet0,iface=%s"
+    afx = "dpdk:vdev=net_af_xdp0,iface=%s"  # copy mode on veth; gradwire's XDP program
     return [
         Transport("tcp", "tcp (sleep)", "tcp:iface=lo", "tcp:iface=lo", busy=False),
         Transport("tcp-busy", "tcp (busy)", "tcp:iface=lo", "tcp:iface=lo", busy=True),
@@ -73,6 +75,8 @@ def make_transports(run_id):
         Transport("memif", "dpdk memif", memif % "server", memif % "client", busy=True,
                   driver="dpdk"),
         Transport("af_packet", "dpdk af_packet/veth", afp % ifs[0], afp % ifs[1], busy=True,
+                  netns=ns, peer=VETH_NET + ".1", driver="dpdk"),
+        Transport("af_xdp", "dpdk af_xdp/veth", afx % ifs[0], afx % ifs[1], busy=True,
                   netns=ns, peer=VETH_NET + ".1", driver="dpdk"),
         Transport("rdma", "rdma soft-RoCE (VM)", "rdma", "rdma", busy=True, driver="rdma"),
     ]
@@ -87,7 +91,12 @@ def check_available(t, ctx):
         return "the %s driver is not built here (see the meson configure summary)" % t.driver
     if t.name == "rdma" and not ctx.in_vm:
         return "the host kernel has no RDMA: add --rdma-vm to run it on soft-RoCE in a VM"
-    if t.name == "af_packet":
+    if t.name == "af_xdp":
+        try:
+            socket.socket(44, socket.SOCK_RAW).close()  # AF_XDP
+        except OSError as e:
+            return "the kernel refuses AF_XDP sockets (CONFIG_XDP_SOCKETS): %s" % e.strerror
+    if t.name in ("af_packet", "af_xdp"):
         if os.geteuid() != 0:
             return "needs root to create the two network namespaces and the veth pair"
         if not shutil.which("ip"):

@@ -27,8 +27,15 @@ inline constexpr int kMemifMaxMtu = 65000;
 
 /// The device arguments gradwire adds to a vdev string where the user gave none: on memif a
 /// file-system socket (socket-abstract=no), a ring size and, for `mtu` (0: kMemifJumboMtu), a
-/// buffer size that holds one frame; on af_packet a frame count. `*mtu` becomes the MTU to use.
+/// buffer size that holds one frame; on af_packet a frame count; on af_xdp gradwire's XDP
+/// program. `*mtu` becomes the MTU to use.
 std::string vdev_with_defaults(const std::string& vdev, int* mtu);
+
+/// gradwire's XDP program (drivers/dpdk/gw_xdp.c) as installed or built; "" when not built.
+std::string gw_xdp_prog();
+/// net_af_xdp: InvalidArgument when gradwire's XDP program would not pass `udp_port` (host
+/// order); a warning when the PMD's own program is used.
+Status check_xdp_prog(const std::string& vdev, uint16_t udp_port);
 
 /// Maps every page of this process's memif regions (the PMD's shared rings and buffers) now,
 /// with MADV_POPULATE_WRITE, contents untouched. Left to first use, a jumbo region (64 MiB)

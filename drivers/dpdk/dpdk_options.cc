@@ -84,12 +84,15 @@ constexpr auto kPortOptions = std::to_array<Opt>({
     Opt::integer("mtu", "0", 0, 65000, to<&Settings::port, &PortOptions::mtu>,
                  "MTU to set (0: the device's, 32860 on memif (32 KiB of payload per packet); "
                  "9000 for jumbo frames elsewhere; memif takes up to 65000, both sides the same)"),
-    Opt::integer("rx_desc", "1024", 64, 16384, to<&Settings::port, &PortOptions::rx_desc>,
-                 "receive descriptors"),
+    Opt::integer("rx_desc", "0", 0, 16384, to<&Settings::port, &PortOptions::rx_desc>,
+                 "receive descriptors (0: 1024; on net_af_xdp twice dpdk.window, as its fill "
+                 "ring drops what does not fit while the process is not polling, a FIN too)"),
     Opt::integer("tx_desc", "1024", 64, 16384, to<&Settings::port, &PortOptions::tx_desc>,
                  "transmit descriptors"),
-    Opt::integer("mbufs", "8191", 1023, 1 << 20, to<&Settings::port, &PortOptions::mbufs>,
-                 "mbufs per pool (one pool each for rx and tx)"),
+    Opt::integer("mbufs", "0", 0, 1 << 20, to<&Settings::port, &PortOptions::mbufs>,
+                 "mbufs per pool (one pool each for rx and tx; 0: 8191, on net_af_xdp 32767: "
+                 "its receive pool is the AF_XDP umem, whose fill, receive and transmit rings "
+                 "hold thousands, and it stops receiving when the pool runs dry)"),
 });
 
 constexpr auto kTransportOptions = std::to_array<Opt>({

@@ -38,6 +38,7 @@ Status DpdkTransport::init(const Config& cfg) {
   Choices ch;
   GW_RETURN_IF_ERROR(read_options(cfg, &po, &opts_, &ch));
   po.vdev = vdev_with_defaults(po.vdev, &po.mtu);
+  GW_RETURN_IF_ERROR(check_xdp_prog(po.vdev, ntohs(opts_.udp_port)));
   wait_for_memif_server(po.vdev);
   if (po.vdev.empty() && po.ring_bus.empty() && po.device.empty()) {
     return Status(Code::kUnavailable,
@@ -57,6 +58,9 @@ Status DpdkTransport::init(const Config& cfg) {
                   "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
   }
   opts_.window = static_cast<int>(w);
+  const bool af_xdp = po.vdev.rfind("net_af_xdp", 0) == 0;
+  if (po.rx_desc == 0) po.rx_desc = af_xdp ? 2 * opts_.window : 1024;
+  if (po.mbufs == 0) po.mbufs = af_xdp ? 32767 : 8191;
   credit_.init(static_cast<uint32_t>(w), opts_.incast_credits);
   const std::string &cks = ch.checksum, &zc = ch.zero_copy;
   open_gpu();

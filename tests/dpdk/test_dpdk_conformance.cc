@@ -1,15 +1,20 @@
 // The transport conformance suite (tests/conformance/test_sendrecv.cc, test_matching.cc,
 // test_policy.cc and test_abort.cc, compiled into this binary) instantiated over DPDK rows:
-// the ring bus (ranks are threads of one process, each with its own port on the bus), memif
-// and af_packet on veths (ranks are processes). Runs with --gtest_filter=Dpdk*: the
+// the ring bus (ranks are threads of one process, each with its own port on the bus), memif,
+// and af_packet and af_xdp on veths (ranks are processes). Runs with --gtest_filter=Dpdk*: the
 // conformance binary covers the other rows.
+#include <glob.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "conformance.h"
 #include "dpdk_test_util.h"
+#include "dpdk_xdp_prog.h"  // generated: where the build put gradwire's XDP program
 
 namespace gw::conformance {
 namespace {
@@ -61,6 +66,37 @@ std::vector<TransportCase> af_packet_rows() {
           {"dpdk_af_packet_lossy", "dpdk", lossy.c_str()}};
 }
 
+// Why net_af_xdp cannot run here ("" when it can): the rows are left out and this is printed.
+std::string af_xdp_unavailable() {
+  if (!*GW_XDP_PROG_BUILD || ::access(GW_XDP_PROG_BUILD, R_OK) != 0)
+    return "gradwire's XDP program was not built (needs clang and libbpf-dev)";
+  glob_t g{};
+  const bool pmd = ::glob("/usr/lib/*/dpdk/pmds-*/librte_net_af_xdp.so*", 0, nullptr, &g) == 0;
+  ::globfree(&g);
+  if (!pmd) return "DPDK's net_af_xdp PMD is not installed (librte-net-af-xdp23)";
+  const int fd = ::socket(44 /* AF_XDP */, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return std::string("the kernel refuses AF_XDP sockets (CONFIG_XDP_SOCKETS): ") +
+           std::strerror(errno);
+  }
+  ::close(fd);
+  return "";
+}
+
+// net_af_xdp (copy mode on veth) on the same veths, with gradwire's XDP program: the store's
+// TCP reaches the kernel beside it.
+std::vector<TransportCase> af_xdp_rows() {
+  static const std::string why = af_xdp_unavailable();
+  if (!why.empty()) {
+    if (child_rank() < 0) std::fprintf(stderr, "af_xdp rows left out: %s\n", why.c_str());
+    return {};
+  }
+  static const std::string spec =
+      "dpdk:vdev=net_af_xdp0,iface=gwcf{rank}" + veth_id() + ",peer_timeout_ms=10000";
+  static const std::string lossy = spec + ",tx_drop=0.01,tx_dup=0.01,tx_reorder=0.01";
+  return {{"dpdk_af_xdp", "dpdk", spec.c_str()}, {"dpdk_af_xdp_lossy", "dpdk", lossy.c_str()}};
+}
+
 // Made once by the test binary's own process, never by a rank's.
 class VethEnv : public ::testing::Environment {
  public:
@@ -99,6 +135,9 @@ INSTANTIATE_TEST_SUITE_P(DpdkMemif, Abort, ::testing::ValuesIn(memif_rows()), ca
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Abort, ::testing::ValuesIn(af_packet_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, SendRecv, ::testing::ValuesIn(af_packet_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(DpdkAfPacket, Matching, ::testing::ValuesIn(af_packet_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfXdp, Abort, ::testing::ValuesIn(af_xdp_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfXdp, SendRecv, ::testing::ValuesIn(af_xdp_rows()), case_name);
+INSTANTIATE_TEST_SUITE_P(DpdkAfXdp, Matching, ::testing::ValuesIn(af_xdp_rows()), case_name);
 INSTANTIATE_TEST_SUITE_P(Dpdk, SendRecvRanks,
                          ::testing::Combine(::testing::ValuesIn(dpdk_rows()),
                                             ::testing::Values(2, 3, 4, 5)),
