@@ -15,6 +15,10 @@ GW_CONFIG_KEYS(transport,
                 "blocking waits poll this long before sleeping on the driver's fd "
                 "(-1: poll forever, 0: sleep at once, -2: 20, or 0 when this host "
                 "runs more local ranks than the process may use CPUs)"},
+               {"transport.yield_us", ConfigType::kInt, "-2",
+                "after spinning, blocking waits yield the CPU (sched_yield) this long before "
+                "sleeping (0: never; -2: 500 when this host runs more local ranks than the "
+                "process may use CPUs, else 0)"},
                {"transport.default", ConfigType::kString, "auto",
                 "transport spec used when an app is not told one (auto = rdma, dpdk, tcp)"});
 
