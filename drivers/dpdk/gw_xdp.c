@@ -5,13 +5,15 @@
 // usable by the host. The PMD's own program redirects every packet of the queue. Built by
 // drivers/dpdk/meson.build with clang -target bpf; the PMD loads it (xdp_prog=) and fills
 // xsks_map.
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_helpers.h>
+// The kernel's types first: libbpf's headers use them (and clang-format sorts each block).
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
 
 #ifndef GW_UDP_PORT
 #define GW_UDP_PORT 47592
