@@ -1,4 +1,4 @@
-// DpdkEndpoint: set-up, handshake, teardown and posting of requests.
+// DpdkEndpoint: set-up, teardown and posting of requests (its handshake: dpdk_connect.cc).
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 
 #include "dpdk_endpoint.h"
@@ -51,106 +51,6 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   udp->src_port = o.udp_port;
   udp->dst_port = peer_.port;
   last_rx_ = last_tx_ = t->now();
-}
-
-void DpdkEndpoint::start_active(uint64_t key, Deadline deadline) {
-  key_ = key;
-  active_ = true;
-  auto left = static_cast<uint64_t>(deadline.remaining().count());
-  connect_deadline_ = t_->now() + left;
-  syn_interval_ = 1'000'000;
-  next_syn_ = t_->now() + syn_interval_;
-  // The connection key is the hello the MACs bind: a proof fits one connection only.
-  auth_cli_ = std::make_unique<auth::Client>(t_->key_, "dpdk", &key_, sizeof key_, peer_name_);
-  set_auth_out(auth_cli_->hello(), kSynHello);
-  send_control(PktType::kSyn);
-}
-
-void DpdkEndpoint::start_passive(uint64_t key, const ParkedSyn& syn) {
-  key_ = key;
-  remote_conn_ = syn.src_conn;
-  connected(syn.wnd);
-  auth_srv_ = std::make_unique<auth::Server>(t_->key_, "dpdk",
-                                             reinterpret_cast<const uint8_t*>(&key_), sizeof key_);
-  uint8_t out[kSynAckHello];
-  const auto next = auth_srv_->on_hello(syn.hello, out);
-  set_auth_out(out, sizeof out);
-  send_control(PktType::kSynAck);
-  authed_ = next == auth::Server::Next::kAccept;
-  if (!authed_) t_->conns_[conn_ & 0xffff].ep = nullptr;  // deaf to the peer until its proof
-  if (next == auth::Server::Next::kRefuse) {
-    connected_ = false;  // no FIN: the peer was never in
-    auth_error_ = Status(Code::kUnavailable,
-                         "dpdk: refused " + peer_name_ + " (" + remote_ + "): " + auth_srv_->why());
-  }
-}
-
-void DpdkEndpoint::on_proof(const uint8_t* p) {
-  if (!auth_srv_ || !auth_error_.ok()) return;
-  if (!authed_) {
-    uint8_t out[kSynAckVerdict];
-    const auto next = auth_srv_->on_proof(p, out);
-    set_auth_out(out, sizeof out);
-    if (next == auth::Server::Next::kRefuse) {
-      auth_error_ = Status(Code::kUnavailable, "dpdk: refused " + peer_name_ + " (" + remote_ +
-                                                   "): " + auth_srv_->why());
-    } else {
-      authed_ = true;
-      t_->conns_[conn_ & 0xffff].ep = this;
-    }
-  }
-  send_control(PktType::kSynAck);  // the verdict (again, if the last one was lost)
-}
-
-Status DpdkEndpoint::await_proof(Deadline deadline) {
-  Completion none[1];
-  Nanos backoff(1000);
-  for (;;) {
-    t_->flush_tx();
-    if (!auth_error_.ok()) return auth_error_;
-    if (authed_) return Status();
-    if (deadline.expired()) {
-      return Status(Code::kTimeout, "dpdk: " + peer_name_ + " (" + remote_ +
-                                        ") did not prove the job's key in time");
-    }
-    GW_RETURN_IF_ERROR(t_->progress({none, 0}).status());
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, Nanos(200'000));
-  }
-}
-
-void DpdkEndpoint::on_synack(const WireHdr& h, const uint8_t* p) {
-  if (!active_ || connected_ || failed()) return;
-  if (h.seg_len == kSynAckVerdict) {
-    if (!proof_sent_) return;
-    if (Status st = auth_cli_->on_verdict(p); !st.ok()) return fail(st);
-    return connected(synack_wnd_);
-  }
-  if (proof_sent_) return;  // a repeated SYN-ACK: the proof is on its way again
-  remote_conn_ = h.src_conn;
-  uint8_t proof[kSynProof];
-  bool send_proof = false;
-  Status st = auth_cli_->on_server_hello(p, proof, &send_proof);
-  if (send_proof) {  // SYNs carry it from now on, until the verdict comes
-    set_auth_out(proof, sizeof proof);
-    send_control(PktType::kSyn);
-    proof_sent_ = true;
-    synack_wnd_ = h.wnd;
-  }
-  if (!st.ok()) return fail(st);
-  if (!send_proof) connected(h.wnd);
-}
-
-void DpdkEndpoint::connected(uint32_t wnd) {
-  connected_ = true;
-  win_ = std::min(win_, std::max<uint32_t>(1, wnd));
-  rwin_ = kRecvWindows * win_;
-  if (active_) t_->log_->debug("dpdk: connected to {} ({})", peer_name_, remote_);
-}
-
-void DpdkEndpoint::set_auth_out(const uint8_t* p, size_t n) {
-  std::memcpy(auth_out_, p, n);
-  auth_len_ = static_cast<uint16_t>(n);
 }
 
 void DpdkEndpoint::send_control(PktType type) {

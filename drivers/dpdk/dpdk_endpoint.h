@@ -51,7 +51,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   /// The dialler's proof (kSynProof bytes), from a SYN.
   void on_proof(const uint8_t* p);
 
-  // --- data path (dpdk_datapath.cc, dpdk_recv.cc, dpdk_rx.cc) ---
+  // --- data path (dpdk_send.cc, dpdk_recv.cc, dpdk_progress.cc) ---
   void on_data(const WireHdr& h, rte_mbuf* m, uint32_t payload_off);
   /// `ext`: the ack's `ext_words` selective-ack words after the header's.
   void on_ack(const WireHdr& h, const uint64_t* ext = nullptr, uint32_t ext_words = 0);

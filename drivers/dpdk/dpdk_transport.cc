@@ -1,5 +1,5 @@
-// DpdkTransport: port set-up, connection set-up, registration, stats (its keys and their
-// reading: dpdk_options.cc).
+// DpdkTransport: port set-up, registration, stats (its keys and their reading:
+// dpdk_options.cc). Connections: dpdk_connect.cc; progress: dpdk_progress.cc.
 #include "dpdk_target.h"  // first: the ISA of DPDK's inline functions
 
 #include "dpdk_transport.h"
@@ -213,82 +213,6 @@ DpdkTransport::~DpdkTransport() {
   for (auto& q : txq_) {
     for (rte_mbuf* m : q) rte_pktmbuf_free(m);
     q.clear();
-  }
-}
-
-Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
-                                                         Deadline deadline) {
-  const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
-  if (p.remote.driver() != "dpdk" || p.remote.version() != kAddrVersion ||
-      p.remote.payload().size() != kAddrPayload) {
-    return Status(Code::kInvalidArgument, "dpdk: address of " + who + " is for driver '" +
-                                              std::string(p.remote.driver()) +
-                                              "' (both sides must use the same transport)");
-  }
-  const AddrPayload a = decode_addr(p.remote.payload().data());
-  PeerAddr peer;
-  std::memcpy(peer.mac.addr_bytes, a.mac, 6);
-  peer.ip = a.ip;
-  peer.port = a.port;
-  if (a.ring != kNoRing) {
-    if (!port_->is_ring() || a.ring >= txq_.size()) {
-      return Status(Code::kInvalidArgument, "dpdk: " + who +
-                                                " is on a ring bus and this transport is not "
-                                                "(both must set the same dpdk.ring)");
-    }
-    peer.txq = a.ring;
-  }
-  char ipbuf[INET_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);
-  std::string remote = std::string(ipbuf) + ":" + std::to_string(ntohs(peer.port));
-  if (free_conns_.empty()) {
-    return Status(Code::kResourceExhausted,
-                  "dpdk: all dpdk.max_endpoints = " + std::to_string(opts_.max_endpoints) +
-                      " connections in use; cannot connect to " + who);
-  }
-  now_ = now_ns();
-  auto make = [&] {
-    int idx = free_conns_.back();
-    free_conns_.pop_back();
-    ConnSlot& cs = conns_[static_cast<size_t>(idx)];
-    cs.gen = static_cast<uint16_t>(cs.gen + 1 == 0 ? 1 : cs.gen + 1);
-    uint32_t conn = static_cast<uint32_t>(idx) | (uint32_t{cs.gen} << 16);
-    auto ep = std::make_unique<DpdkEndpoint>(this, p, conn, peer, remote);
-    cs.ep = ep.get();
-    eps_.push_back(ep.get());
-    return ep;
-  };
-  if (p.active) {
-    prefault_shared(deadline);
-    auto ep = make();
-    ep->start_active(p.key, deadline);
-    flush_tx();
-    return std::unique_ptr<Endpoint>(std::move(ep));
-  }
-  // The peer dials us: progress until its SYN (with our key) is here.
-  Completion none[1];
-  Nanos backoff(1000);
-  for (;;) {
-    auto it = parked_.find(p.key);
-    if (it != parked_.end()) {
-      ParkedSyn syn = it->second;
-      parked_.erase(it);
-      prefault_shared(deadline);
-      auto ep = make();
-      ep->start_passive(p.key, syn);
-      GW_RETURN_IF_ERROR(ep->await_proof(deadline));
-      return std::unique_ptr<Endpoint>(std::move(ep));
-    }
-    if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
-    if (deadline.expired()) {
-      return Status(Code::kTimeout, "dpdk: " + who + " (" + remote + ") did not connect to " +
-                                        port_->name() +
-                                        " in time; is it running, on the same device pair, "
-                                        "using the same store?");
-    }
-    GW_RETURN_IF_ERROR(progress({none, 0}).status());
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, Nanos(200'000));
   }
 }
 

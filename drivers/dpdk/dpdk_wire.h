@@ -114,7 +114,7 @@ inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg
         return "segment outside its message";
       if (h.seg_len == 0 && h.msg_len != 0) return "empty segment of a non-empty message";
       return nullptr;
-    case PktType::kBatch:  // the records are walked by batch_ok() (dpdk_rx.cc)
+    case PktType::kBatch:  // the records are walked by batch_ok() (dpdk_progress.cc)
       return h.msg_len >= 2 && h.msg_len <= h.seg_len / sizeof(BatchRec) && h.offset == 0
                  ? nullptr
                  : "batch with a bad message count";

@@ -66,7 +66,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   /// Completion-queue entries this endpoint may occupy (fixed at create()).
   int cq_entries() const { return cq_entries_; }
 
-  // --- data path (rdma_datapath.cc) ---
+  // --- data path (rdma_progress.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
   void flush();
   /// Work for flush(). Receive reposts and credits wait for an idle poll (idle_work()), so
@@ -144,14 +144,14 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   void reset_staging();
   /// Stripes (lanes) a rendezvous of `len` bytes is spread over.
   uint8_t stripes_for(uint64_t len) const;
-  // --- unexpected rendezvous (rdma_unexpected.cc) ---
+  // --- unexpected rendezvous (rdma_recv.cc) ---
   /// Within rdma.unexpected_bytes, answers buffered RTS m at once with a bounce buffer (the
   /// core message's), so the send completes before its receive is posted (as over TCP);
   /// else it waits for its receive.
   void pull(int m);
   /// A pulled message's last stripe landed in slot `r`'s bounce buffer.
   void landed(uint32_t r);
-  // --- receives advertised ahead (rdma_advert.cc) ---
+  // --- receives advertised ahead (rdma_recv.cc) ---
   /// Receiver: advertises posted receive i (core recvs()) to the peer when no earlier receive
   /// could take its messages, so the sender may write into it without a request/clear-to-send
   /// round trip.
@@ -205,7 +205,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   int32_t credits() const;
   /// Credits eager and RTS messages leave for control messages (post_msg).
   static constexpr int32_t kCtrlCredits = 1;
-  // --- posting (rdma_post.cc) ---
+  // --- posting (rdma_send.cc) ---
   void init_posting();
   /// Stages lane 0's receive buffer `slot` (consumed, so not staged already); post_recvs()
   /// posts the staged ones.
@@ -269,7 +269,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   Ring<Held> held_;        // in arrival order; at most lane 0's receive buffers
   bool retrying_ = false;  // retry_held() is matching held_.front()
   Ring<TxItem> txq_;
-  // Advertisements (rdma_advert.cc). Receiver side: eager+RTS headers matched so far and
+  // Advertisements (rdma_recv.cc). Receiver side: eager+RTS headers matched so far and
   // advertisements outstanding. Sender side: eager+RTS messages queued so far, the recent ones
   // (an advertisement made before they arrived is theirs), the usable advertisements.
   using Orphan = ep_state::Orphan;

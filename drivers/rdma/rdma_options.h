@@ -24,7 +24,7 @@ struct Options {
   uint64_t write_chunk = 0;
   uint32_t qps = 1;         // queue pairs per connection
   uint64_t min_stripe = 0;  // smallest stripe of a rendezvous message
-  bool advertise = true;    // advertise receives posted ahead (rdma_advert.cc)
+  bool advertise = true;    // advertise receives posted ahead (rdma_recv.cc)
   uint64_t unexpected_bytes = 0;
   uint64_t max_message = 0;  // largest message accepted
   size_t cq_depth = 0;       // completions held before poll() drains them

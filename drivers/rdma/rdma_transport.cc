@@ -42,7 +42,7 @@ Status RdmaTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(dev_, open_device(set.wish));
   GW_RETURN_IF_ERROR(init_verbs());
   regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, set.reg_cache_entries);
-  // Pulls register their bounce buffers through the cache (rdma_unexpected.cc): a buffer the
+  // Pulls register their bounce buffers through the cache (rdma_recv.cc): a buffer the
   // store keeps is registered once; one it frees must leave the cache first.
   store().set_free_hook(
       [](void* rc, const uint8_t* p, size_t n) { static_cast<RegCache*>(rc)->invalidate(p, n); },

@@ -1,4 +1,4 @@
-// TcpEndpoint: setup, teardown and posting of requests.
+// TcpEndpoint: setup, teardown, posting of requests, failure.
 #include "tcp_endpoint.h"
 
 #include <sys/epoll.h>
@@ -145,6 +145,44 @@ Result<size_t> TcpEndpoint::post_recv(std::span<const RecvRequest> reqs) {
     if (r.len > 0 && t_->is_device(r.buf, r.mr)) return t_->rx_pool().status();
     return Status();
   });
+}
+
+Status TcpEndpoint::stream_error(const Stream& s, const char* what, int err) const {
+  size_t idx = 0;
+  while (idx < streams_.size() && streams_[idx].get() != &s) ++idx;
+  return Status(Code::kRemoteError,
+                "tcp: peer " + peer_name_ + " (" + remote_ + ") " + what + " on stream " +
+                    std::to_string(idx) + " of " + std::to_string(streams_.size()) +
+                    "; it exited or failed — check its log",
+                err);
+}
+
+void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
+  if (!core_.set_error(st, keep_buffered, free_sends_.size() < sends_.size())) return;
+  const Code code = st.code();
+  for (size_t i = 0; i < sends_.size(); ++i) {
+    if (!sends_[i].used) continue;
+    sends_[i].used = false;
+    free_sends_.push_back(static_cast<int>(i));
+    core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
+  }
+  // Fully read: a buffered message waits for its receive, or a receive for its copy to the
+  // GPU (rx_copy_done completes it).
+  core_.fail_receives(code, [&](int m) {
+    return keep_buffered && ext_[m].received == core_.msg(m).len &&
+           core_.msg(m).dest != core::Dest::kDrain;
+  });
+  for (auto& s : streams_) {
+    if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
+    s->rx_slot = -1;
+    s->rx_staged = false;
+    s->txq.clear();
+    s->fd = Fd();  // closing removes it from the epoll set
+    s->readable = s->writable = false;
+    s->rx = Stream::Rx::kHeader;
+    s->stage_begin = s->stage_end = 0;
+  }
+  core_.report_error();
 }
 
 }  // namespace gw::drv::tcp

@@ -30,7 +30,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// be added fails the endpoint.
   void watch(bool on);
 
-  // --- data path (tcp_datapath.cc) ---
+  // --- data path (tcp_send.cc, tcp_recv.cc) ---
   void flush(Stream& s);
   void read(Stream& s);
   bool failed() const { return core_.failed(); }

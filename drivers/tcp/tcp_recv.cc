@@ -1,5 +1,5 @@
-// TCP data path: writev of queued chunks, bulk/direct reads, message matching, failure.
-// No allocation here except the bounded buffers of unexpected messages.
+// TcpEndpoint's receive side: bulk and direct reads, chunk headers, message matching in send
+// order, unexpected messages. No allocation except the bounded buffers of unexpected messages.
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -11,108 +11,8 @@
 
 namespace gw::drv::tcp {
 namespace {
-constexpr int kMaxIov = 64;
 constexpr size_t kDirectMin = 4096;  // payload left at least this big is read in place
 }  // namespace
-
-Status TcpEndpoint::stream_error(const Stream& s, const char* what, int err) const {
-  size_t idx = 0;
-  while (idx < streams_.size() && streams_[idx].get() != &s) ++idx;
-  return Status(Code::kRemoteError,
-                "tcp: peer " + peer_name_ + " (" + remote_ + ") " + what + " on stream " +
-                    std::to_string(idx) + " of " + std::to_string(streams_.size()) +
-                    "; it exited or failed — check its log",
-                err);
-}
-
-void TcpEndpoint::flush(Stream& s) {
-  while (!s.txq.empty() && s.writable) {
-    if (tx_pool_) {
-      stage_tx(s);
-      if (failed()) return;
-    }
-    iovec iov[kMaxIov];
-    int niov = 0;
-    for (size_t i = 0; i < s.txq.size() && niov + 2 <= kMaxIov; ++i) {
-      Chunk& c = s.txq.at(i);
-      if (c.dev && !c.payload) break;  // its device-to-host copy is still running
-      if (c.done < sizeof(FrameHeader)) {
-        iov[niov++] = {reinterpret_cast<uint8_t*>(&c.hdr) + c.done, sizeof(FrameHeader) - c.done};
-      }
-      size_t pdone = c.done > sizeof(FrameHeader) ? c.done - sizeof(FrameHeader) : 0;
-      if (c.hdr.chunk_len > pdone)
-        iov[niov++] = {const_cast<uint8_t*>(c.payload) + pdone, c.hdr.chunk_len - pdone};
-    }
-    if (niov == 0) return;  // progress comes back once the copy is done
-    size_t asked = 0;
-    for (int i = 0; i < niov; ++i) asked += iov[i].iov_len;
-    ssize_t w;
-    if (s.ssl) {
-      size_t wrote = 0;
-      std::string why;
-      const TlsIo io = tls_write(s.ssl.get(), iov, niov, s.tls_pack.get(), kTlsPack, &wrote, &why);
-      if (io == TlsIo::kError) {
-        fail(stream_error(s, ("failed TLS (" + why + ")").c_str(), 0));
-        return;
-      }
-      if (wrote == 0) {
-        s.writable = false;  // kWantWrite, or kWantRead (a key update): an event resumes it
-        return;
-      }
-      w = static_cast<ssize_t>(wrote);
-    } else if (asked <= Stream::kPackBytes) {
-      // Small frames: one contiguous send() costs the kernel less than importing sendmsg()'s
-      // header and iovec array (a copy of at most kPackBytes here).
-      uint8_t* p = s.pack;
-      for (int i = 0; i < niov; ++i) {
-        std::memcpy(p, iov[i].iov_base, iov[i].iov_len);
-        p += iov[i].iov_len;
-      }
-      w = ::send(s.fd.get(), s.pack, asked, MSG_NOSIGNAL | MSG_DONTWAIT);
-    } else {
-      msghdr mh{};
-      mh.msg_iov = iov;
-      mh.msg_iovlen = static_cast<size_t>(niov);
-      w = ::sendmsg(s.fd.get(), &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        s.writable = false;
-      } else if (errno != EINTR) {
-        fail(stream_error(s, "failed a send", errno));
-      }
-      return;
-    }
-    t_->counters_.bytes_sent += static_cast<uint64_t>(w);
-    size_t left = static_cast<size_t>(w);
-    if (left < asked) s.writable = false;  // socket buffer full; EPOLLOUT says when it drains
-    while (left > 0 || (!s.txq.empty() &&
-                        s.txq.front().done == sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
-      Chunk& c = s.txq.front();
-      size_t total = sizeof(FrameHeader) + c.hdr.chunk_len;
-      size_t take = std::min(left, total - c.done);
-      c.done += take;
-      left -= take;
-      if (c.done < total) break;
-      if (c.send_slot < 0) {  // a heartbeat
-        s.txq.pop();
-        if (s.txq.empty()) break;
-        continue;
-      }
-      SendSlot& slot = sends_[c.send_slot];
-      int idx = c.send_slot;
-      if (c.stage_slot >= 0) release_tx_slot(s, c);
-      s.txq.pop();
-      if (--slot.chunks_left == 0) {
-        slot.used = false;
-        free_sends_.push_back(idx);
-        ++t_->counters_.msgs_sent;
-        core_.complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
-      }
-      if (s.txq.empty()) break;
-    }
-  }
-}
 
 // Reads up to n bytes; false when the stream has nothing more now (or failed).
 bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
@@ -309,34 +209,6 @@ bool TcpEndpoint::copy_unexpected(const RecvRequest& r, const uint8_t* src, size
   Status st = pool.ok() ? (*pool)->copy_in_sync(r.buf, src, n) : pool.status();
   if (!st.ok()) fail(st.with_context("tcp: message from " + peer_name_));
   return st.ok();
-}
-
-void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
-  if (!core_.set_error(st, keep_buffered, free_sends_.size() < sends_.size())) return;
-  const Code code = st.code();
-  for (size_t i = 0; i < sends_.size(); ++i) {
-    if (!sends_[i].used) continue;
-    sends_[i].used = false;
-    free_sends_.push_back(static_cast<int>(i));
-    core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
-  }
-  // Fully read: a buffered message waits for its receive, or a receive for its copy to the
-  // GPU (rx_copy_done completes it).
-  core_.fail_receives(code, [&](int m) {
-    return keep_buffered && ext_[m].received == core_.msg(m).len &&
-           core_.msg(m).dest != core::Dest::kDrain;
-  });
-  for (auto& s : streams_) {
-    if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
-    s->rx_slot = -1;
-    s->rx_staged = false;
-    s->txq.clear();
-    s->fd = Fd();  // closing removes it from the epoll set
-    s->readable = s->writable = false;
-    s->rx = Stream::Rx::kHeader;
-    s->stage_begin = s->stage_end = 0;
-  }
-  core_.report_error();
 }
 
 }  // namespace gw::drv::tcp

@@ -1,4 +1,4 @@
-// The dpdk driver's receive path (drivers/dpdk/dpdk_rx.cc handle_frame, then the endpoint's
+// The dpdk driver's receive path (drivers/dpdk/dpdk_progress.cc handle_frame, then the endpoint's
 // data, batch, ack/sack, syn and fin handling and reassembly into posted receives), fed frames
 // through the in-process ring bus the way the dpdk suite's junk tests do. Transports a and b
 // live for the whole run (the EAL starts once per process); each input gets a fresh a<->b

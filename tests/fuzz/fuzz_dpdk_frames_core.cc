@@ -1,5 +1,5 @@
 // The dpdk driver's receive path without a thread, a handshake or a peer that polls (the pure
-// twin of fuzz_dpdk_frames): handle_frame's checks (dpdk_rx.cc: outer headers, checksums,
+// twin of fuzz_dpdk_frames): handle_frame's checks (dpdk_progress.cc: outer headers, checksums,
 // check_wire, batch_ok), then the endpoint's data, batch, ack/sack, SYN, SYN-ACK and FIN
 // handling and reassembly into posted receives, all unchanged. Frames go on transport a's
 // receive ring and one progress() of a takes them (the ring PMD's rx burst is one dequeue;
@@ -41,7 +41,7 @@ using gw::fuzz::kDpdkOuter;
 
 constexpr uint64_t kKey = 0x6b6579;         // connection key of every input's endpoint
 constexpr uint32_t kPeerConn = 0x00070003;  // the dialler's id in the harness's SYN
-constexpr size_t kMaxFrames = 32;           // one rx burst (kBurst, dpdk_rx.cc)
+constexpr size_t kMaxFrames = 32;           // one rx burst (kBurst, dpdk_progress.cc)
 constexpr uint64_t kMaxMessage = 1 << 20;
 
 struct Rig {

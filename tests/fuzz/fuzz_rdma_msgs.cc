@@ -2,7 +2,7 @@
 // advertisement) as the receiving endpoint validates them (check_msg in rdma_wire.h), against a
 // send slot and connection shape taken from the input. Every message check_msg lets through
 // must be one the endpoint can act on without reading or writing out of bounds: the invariants
-// below are what rdma_datapath.cc relies on after the check.
+// below are what rdma_progress.cc relies on after the check.
 // Input: lanes (1 byte), eager_bytes (2), payload (2), send slot present/used/awaiting/windowed
 // (1), win_next (8), send length (8), then the 48-byte MsgHdr.
 #include <cstdint>

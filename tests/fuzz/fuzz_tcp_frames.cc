@@ -1,5 +1,5 @@
 // The tcp driver's receive path: hello checks on the listening socket, then frame headers,
-// matching and reassembly of chunks into posted receives (drivers/tcp/tcp_datapath.cc). Each
+// matching and reassembly of chunks into posted receives (drivers/tcp/tcp_recv.cc). Each
 // input gets a fresh endpoint (its own key) on one long-lived transport; junk hellos go to a
 // second one (a valid one would stay parked: renewed every 256) and any-source receives to a
 // third (renewed when an input leaves one posted).

@@ -1,7 +1,7 @@
 // The tcp driver's receive path without sockets (the pure twin of fuzz_tcp_frames): frame
 // header checks (check_header), matching, stalls of chunks that come early on another stream,
 // reassembly into posted and any-source receives and unexpected buffering, all in
-// TcpEndpoint::read (drivers/tcp/tcp_datapath.cc), unchanged. The peer's bytes are put in a
+// TcpEndpoint::read (drivers/tcp/tcp_recv.cc), unchanged. The peer's bytes are put in a
 // stream's stage buffer, where a bulk read from its socket leaves them; with the stream not
 // readable, read() handles what is staged and returns without calling recv(), as it does when
 // the socket has nothing more. What this leaves to fuzz_tcp_frames: the listener's hello check,

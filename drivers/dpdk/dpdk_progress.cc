@@ -186,32 +186,6 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   rte_pktmbuf_free(m);
 }
 
-void DpdkTransport::handle_syn(const WireHdr& h, const uint8_t* f, const uint8_t* pay) {
-  const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
-  const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f + kEthLen + kIpLen);
-  // A repeated SYN of a connection already accepted: its SYN-ACK was lost, send it again.
-  for (DpdkEndpoint* ep : eps_) {
-    if (!ep->active() && ep->key() == h.tag && ep->remote_conn() == h.src_conn &&
-        ep->peer().ip == ip->src_addr && ep->peer().port == udp->src_port) {
-      ep->last_rx_ = now_;
-      if (h.seg_len == kSynProof)
-        ep->on_proof(pay);
-      else
-        ep->send_control(PktType::kSynAck);
-      return;
-    }
-  }
-  if (h.seg_len != kSynHello || (parked_.size() >= 4096 && !parked_.count(h.tag))) {
-    ++counters_.syn_dropped;  // a proof for no connection, or too many waiting
-    return;
-  }
-  ++counters_.syn_parked;
-  ParkedSyn& syn = parked_[h.tag];
-  syn.src_conn = h.src_conn;
-  syn.wnd = h.wnd;
-  std::memcpy(syn.hello, pay, kSynHello);
-}
-
 rte_mbuf* DpdkTransport::alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr) {
   rte_mbuf* m = rte_pktmbuf_alloc(port_->tx_pool());
   if (!m) {
