@@ -17,24 +17,36 @@ constexpr const char* kTlsFix = "is tcp.tls=on on every rank, with the same GW_A
 
 Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
-  if (p.remote.driver() != "tcp" || p.remote.version() != 1) {
+  if (p.remote.driver() != "tcp" || (p.remote.version() != 1 && p.remote.version() != 2)) {
     return Status(Code::kInvalidArgument, "tcp: address of " + who + " is for driver '" +
                                               std::string(p.remote.driver()) +
                                               "' (both sides must use the same transport)");
   }
-  GW_ASSIGN_OR_RETURN(SockAddr remote,
-                      decode_addr(p.remote.payload().data(), p.remote.payload().size()));
+  GW_ASSIGN_OR_RETURN(std::vector<SockAddr> remotes, decode_links(p.remote));
+  const SockAddr remote = remotes[0];
+  // Several links on either side: tcp.streams per link, stream i on link i % nlinks.
+  uint32_t nlinks = static_cast<uint32_t>(std::max(links_.size(), remotes.size()));
+  if (nlinks < 2) nlinks = 1;
+  const uint32_t nstreams = static_cast<uint32_t>(opts_.streams) * nlinks;
+  if (nstreams > kMaxStreams) {
+    return Status(Code::kInvalidArgument,
+                  "tcp: " + std::to_string(nlinks) + " links x " + std::to_string(opts_.streams) +
+                      " streams is more than " + std::to_string(kMaxStreams) + " per peer");
+  }
   std::vector<Fd> fds;
   std::vector<SslPtr> ssls;  // tcp.tls=on: one per fd, handshake done
   if (p.active) {
     // Answer peers that dial us while we wait for this one's authentication.
     Completion none[1];
     auto idle = [&] { return progress({none, 0}).status(); };
-    for (int i = 0; i < opts_.streams; ++i) {
-      auto fd = dial(local_, remote, opts_.sock, deadline);
+    for (uint32_t i = 0; i < nstreams; ++i) {
+      const uint32_t l = i % nlinks;
+      const SockAddr& from = links_.empty() ? local_ : links_[l % links_.size()];
+      auto fd = dial(from, remotes[l % remotes.size()], opts_.sock, deadline);
       if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
-      FrameHeader h = make_hello(p.key, static_cast<uint32_t>(opts_.streams),
-                                 static_cast<uint32_t>(i), opts_.tls ? kHelloTls : 0);
+      const uint16_t flags =
+          static_cast<uint16_t>((opts_.tls ? kHelloTls : 0) | (nlinks > 1 ? kHelloLinks : 0));
+      FrameHeader h = make_hello(p.key, nstreams, i, flags, nlinks > 1 ? nlinks : 0);
       GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "tcp", &h, sizeof h,
                                                 who, deadline, idle));
       fds.push_back(std::move(*fd));
@@ -55,6 +67,8 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, 
       }
       auto got = take_parked(p.key);
       if (got.ok()) {
+        const FrameHeader& h = (*got)[0].hello;
+        nlinks = (h.flags & kHelloLinks) ? static_cast<uint32_t>(h.seq) : 1;
         for (Parked& pk : *got) {
           fds.push_back(std::move(pk.fd));
           if (pk.ssl) ssls.push_back(std::move(pk.ssl));
@@ -82,6 +96,7 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, 
   }
   auto ep = std::make_unique<TcpEndpoint>(this, p, remote.to_string());
   eps_.push_back(ep.get());
+  if (nlinks > 1) ep->set_links(nlinks, std::move(remotes), p.active);
   GW_RETURN_IF_ERROR(ep->attach(std::move(fds), std::move(ssls)));
   log_->debug("tcp: connected to {} ({}) with {} stream(s)", who, remote.to_string(),
               ep->streams_.size());
@@ -90,12 +105,14 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, 
 
 Result<std::vector<Parked>> TcpTransport::take_parked(uint64_t key) {
   auto [lo, hi] = parked_.equal_range(key);
+  while (lo != hi && (lo->second.hello.flags & kHelloJoin)) ++lo;  // take_joins' (tcp_links.cc)
   if (lo == hi) return Status(Code::kUnavailable, "not yet");
   size_t want = lo->second.hello.msg_len;
   std::vector<Parked*> by_index(want, nullptr);
   for (auto it = lo; it != hi; ++it) {
     auto& h = it->second.hello;
-    if (h.msg_len == want && h.offset < want) by_index[h.offset] = &it->second;
+    if (h.msg_len == want && h.offset < want && !(h.flags & kHelloJoin))
+      by_index[h.offset] = &it->second;
   }
   for (auto* pc : by_index)
     if (!pc) return Status(Code::kUnavailable, "not yet");
@@ -111,7 +128,8 @@ Result<std::vector<Parked>> TcpTransport::take_parked(uint64_t key) {
     if (pc->ssl && !pc->tls_ready) return Status(Code::kUnavailable, "not yet");
   std::vector<Parked> out;
   for (auto* pc : by_index) out.push_back(std::move(*pc));
-  parked_.erase(lo, hi);
+  for (auto it = lo; it != hi;)
+    it = (it->second.hello.flags & kHelloJoin) ? std::next(it) : parked_.erase(it);
   return out;
 }
 

@@ -8,7 +8,7 @@
 namespace gw::drv::tcp {
 
 TcpEndpoint::TcpEndpoint(TcpTransport* t, const ConnectParams& p, std::string remote)
-    : t_(t), remote_(std::move(remote)) {
+    : t_(t), remote_(std::move(remote)), key_(p.key) {
   peer_id_ = p.peer_id;
   peer_name_ = p.peer_name.empty() ? remote_ : p.peer_name;
   const auto& o = t->opts();
@@ -19,24 +19,51 @@ TcpEndpoint::TcpEndpoint(TcpTransport* t, const ConnectParams& p, std::string re
 }
 
 Status TcpEndpoint::attach(std::vector<Fd> fds, std::vector<SslPtr> ssls) {
-  const auto& o = t_->opts();
-  for (size_t i = 0; i < fds.size(); ++i) {
-    Fd& fd = fds[i];
-    GW_RETURN_IF_ERROR(configure_stream(fd.get(), o.sock));
-    auto s = std::make_unique<Stream>();
-    if (i < ssls.size()) {
-      s->ssl = std::move(ssls[i]);
-      s->tls_pack.reset(new uint8_t[kTlsPack]);
-    }
-    s->kind = PollItem::kStream;
-    s->ep = this;
-    s->txq.init(static_cast<size_t>(o.max_outstanding) + 2);  // + a heartbeat
-    s->stage.reset(new uint8_t[kStageSize]);
-    s->fd = std::move(fd);
-    GW_RETURN_IF_ERROR(set_watched(*s, true));
-    streams_.push_back(std::move(s));
-  }
+  for (size_t i = 0; i < fds.size(); ++i)
+    GW_RETURN_IF_ERROR(add_stream(std::move(fds[i]), &ssls, i, static_cast<uint32_t>(i % nlinks_)));
   return Status();
+}
+
+Status TcpEndpoint::add_stream(Fd fd, std::vector<SslPtr>* ssls, size_t i, uint32_t link) {
+  const auto& o = t_->opts();
+  GW_RETURN_IF_ERROR(configure_stream(fd.get(), o.sock));
+  auto s = std::make_unique<Stream>();
+  if (ssls && i < ssls->size()) {
+    s->ssl = std::move((*ssls)[i]);
+    s->tls_pack.reset(new uint8_t[kTlsPack]);
+  }
+  s->kind = PollItem::kStream;
+  s->ep = this;
+  s->link = static_cast<uint8_t>(link);
+  s->txq.init(static_cast<size_t>(o.max_outstanding) + 8);  // + heartbeats and cuts
+  s->stage.reset(new uint8_t[kStageSize]);
+  s->fd = std::move(fd);
+  s->moved_ns = now_ns();
+  s->id = static_cast<uint32_t>(i);
+  GW_RETURN_IF_ERROR(set_watched(*s, true));
+  streams_.push_back(std::move(s));
+  return Status();
+}
+
+void TcpEndpoint::chunk_done(Stream& s) {
+  Chunk& c = s.txq.front();
+  if (links()) s.queued -= sizeof(FrameHeader) + c.hdr.chunk_len;
+  if (c.send_slot < 0) {  // a heartbeat or a cut
+    s.txq.pop();
+    return;
+  }
+  SendSlot& slot = sends_[c.send_slot];
+  const int idx = c.send_slot;
+  if (c.stage_slot >= 0) release_tx_slot(s, c);
+  s.txq.pop();
+  if (--slot.chunks_left == 0) {
+    slot.used = false;
+    free_sends_.push_back(idx);
+    ++t_->counters_.msgs_sent;
+    if (slot.eager >= 0) eager_free_.push_back(slot.eager);
+    if (!slot.early)
+      core_.complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
+  }
 }
 
 Status TcpEndpoint::set_watched(Stream& s, bool on) {
@@ -54,7 +81,7 @@ Status TcpEndpoint::set_watched(Stream& s, bool on) {
 
 void TcpEndpoint::watch(bool on) {
   for (auto& s : streams_) {
-    if (s->watched == on || !s->fd) continue;  // a failed endpoint's sockets are closed
+    if (s->watched == on || !s->fd) continue;  // a failed endpoint's (or stream's) are closed
     Status st = set_watched(*s, on);
     if (!st.ok()) {
       if (!on) continue;  // left in the set: it only costs the wake-ups it saves
@@ -103,6 +130,10 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
         break;
       }
     }
+    if (links()) {  // streams take chunks as they deliver (tcp_links.cc)
+      if (!post_links(r, dev).ok()) break;
+      continue;
+    }
     const int chunks =
         dev ? static_cast<int>((r.len + tx_pool_->chunk_bytes() - 1) / tx_pool_->chunk_bytes())
             : chunks_for(r.len);
@@ -134,8 +165,9 @@ Result<size_t> TcpEndpoint::post_send(std::span<const SendRequest> reqs) {
     }
     if (chunks > 1 || r.len >= kLatencyMax) ++rr_;
   }
+  if (links()) feed();
   for (auto& s : streams_)
-    if (!s->txq.empty() && s->writable) flush(*s);
+    if (s->unwritten() && s->writable && s->state == Stream::Link::kUp) flush(*s);
   return n;
 }
 
@@ -164,7 +196,9 @@ void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
     if (!sends_[i].used) continue;
     sends_[i].used = false;
     free_sends_.push_back(static_cast<int>(i));
-    core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
+    if (sends_[i].eager >= 0) eager_free_.push_back(sends_[i].eager);
+    if (!sends_[i].early)
+      core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
   }
   // Fully read: a buffered message waits for its receive, or a receive for its copy to the
   // GPU (rx_copy_done completes it).
@@ -172,11 +206,14 @@ void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
     return keep_buffered && ext_[m].received == core_.msg(m).len &&
            core_.msg(m).dest != core::Dest::kDrain;
   });
+  pend_.clear();
+  resend_.clear();
   for (auto& s : streams_) {
     if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
     s->rx_slot = -1;
     s->rx_staged = false;
     s->txq.clear();
+    s->sent = 0;
     s->fd = Fd();  // closing removes it from the epoll set
     s->readable = s->writable = false;
     s->rx = Stream::Rx::kHeader;

@@ -6,7 +6,9 @@
 /// Thread-safety: none; owned by the caller, driven by its TcpTransport.
 #pragma once
 
+#include <cerrno>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "tcp_transport.h"
@@ -55,6 +57,31 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// for tcp.peer_timeout_ms while requests wait on it.
   void liveness(uint64_t now, bool live);
 
+  // --- several links (tcp.ifaces; tcp_links.cc) ---
+  /// Links mode: `n` links, the peer's addresses (either side may join streams to them).
+  void set_links(uint32_t n, std::vector<SockAddr> remotes, bool active);
+  bool links() const { return nlinks_ > 1; }
+  uint64_t key() const { return key_; }
+  /// Each progress pass: waiting chunks go to streams with room.
+  void links_poll();
+  /// After reading `s`: tell the peer how far (its chunks complete then).
+  void send_ack(Stream& s);
+  void on_ack(const FrameHeader& h);
+  /// A chunk sent again (kResent): whether to take it (not read on its first stream). The
+  /// first one from a stream ends our reading of it.
+  bool take_resent(const FrameHeader& h);
+  /// Every ~10 ms: a link silent for tcp.link_timeout_ms is given up; streams are joined where
+  /// one is needed, and (dialling side) to links without one, each second.
+  void links_check(uint64_t now);
+  /// A stream of ours is unusable (`why`): what it holds goes to the others.
+  void lose(Stream& s, const std::string& why);
+  /// An error a link gives (timed out, unreachable) rather than the peer's process (reset).
+  static bool link_error(int err) {
+    return err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN;
+  }
+  /// A stream the peer joined (kHelloJoin). @return false: not yet.
+  Result<bool> join_accepted(Fd& fd, const FrameHeader& hello);
+
   std::vector<std::unique_ptr<Stream>> streams_;
 
  private:
@@ -63,7 +90,17 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
     SendRequest req;
     uint32_t chunks_left = 0;
     bool used = false;
+    bool dev = false;  // device memory (staged)
+    uint64_t seq = 0;  // links mode: cut into chunks as streams take them
+    uint64_t chunk = 0;
+    int eager = -1;      // links mode: its copy in eager_ (it completed at once)
+    bool early = false;  // completed before the peer's ack (a copy is kept, or it is empty)
   };
+  // Links mode: small messages are copied here and complete at once, as on one link (a send
+  // otherwise completes on the peer's ack, which needs the peer's progress).
+  static constexpr int kEagerSlots = 64;
+  std::unique_ptr<uint8_t[]> eager_;
+  std::vector<int> eager_free_;
   /// What tcp adds to the core's message (same slot numbers).
   struct MsgExt {
     bool device = false;  // the receive buffer is device memory (staged)
@@ -84,13 +121,55 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   bool start_chunk(Stream& s);
   int match_new(const FrameHeader& h);
   void end_chunk(Stream& s);
+  /// The chunk being read is dropped (the stream was cut): its payload is skipped.
+  void discard_chunk(Stream& s);
   bool read_some(Stream& s, uint8_t* dst, size_t n, size_t* got);
   Status stream_error(const Stream& s, const char* what, int err) const;
   /// One stream's socket into the transport's epoll set, or out of it.
   Status set_watched(Stream& s, bool on);
 
+  Status add_stream(Fd fd, std::vector<SslPtr>* ssls, size_t i, uint32_t link);
+  /// Pops txq's head (written; acknowledged in links mode): its send may complete.
+  void chunk_done(Stream& s);
+  Status post_links(const SendRequest& r, bool dev);
+  void feed();
+  bool next_chunk(Chunk* c);
+  void push_frame(Stream& s, Chunk c);
+  void rejoin(uint64_t now);
+  void inject_fault();
+  /// Chunks to send again that no stream may carry: a fresh stream is joined.
+  void need_stream();
+  void reap(Stream& s);
+  /// We send no more on `s`; `tell`: advise the peer to do the same (kGiveUp); `warn`: log
+  /// it as a warning (else debug: the peer's orderly close).
+  void retire(Stream& s, const std::string& why, bool tell = true, bool warn = true);
+  /// A joined stream the peer has sent nothing on yet: its dialler may have given up on it
+  /// (the handshake timed out on its side), so its errors are not the peer's.
+  static bool fresh(const Stream& s) { return s.id >= kJoinIds && s.rx_bytes == 0; }
+  static constexpr uint32_t kJoinIds = 1u << 16;  // ids of joined streams start here
+  /// We read no more of `s` (the peer gave it up).
+  void close_rx(Stream& s);
+  void down(Stream& s);
+  Status join(uint32_t link, uint64_t now);
+  Stream* by_id(uint32_t id);
+
   TcpTransport* t_;
   std::string remote_;
+  uint64_t key_ = 0;
+  uint32_t nlinks_ = 1;
+  bool active_ = false;  // we dialled: we join streams
+  std::vector<SockAddr> remotes_;
+  Ring<int> pend_;             // send slots with chunks not yet on a stream, in order
+  uint64_t pend_off_ = 0;      // bytes of pend_.front() already on streams
+  std::vector<Chunk> resend_;  // chunks of a given-up stream, by seq
+  std::vector<std::pair<uint32_t, uint64_t>> closed_rx_;  // stream id -> bytes we read of it
+  std::set<std::pair<uint32_t, uint64_t>> taken_;         // chunks sent again that we took
+  uint32_t next_id_ = 0;       // the next stream we join (even: dialling side, odd: other)
+  uint64_t alone_ns_ = 0;      // since when no stream is up (0: one is)
+  bool asked_ = false;         // a fresh stream is needed (need_stream)
+  uint64_t peer_next_ = 0;     // the peer matched every message below this (its acks say)
+  uint64_t next_join_ns_ = 0;  // the next try at joining streams
+  uint64_t fault_ns_ = 0;      // tcp.link_fault_ms: the last stream taken out on purpose
   core::EndpointCore core_;
   std::vector<SendSlot> sends_;
   std::vector<int> free_sends_;

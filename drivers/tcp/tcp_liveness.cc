@@ -14,7 +14,10 @@ void TcpTransport::liveness() {
   const uint64_t now = now_ns();
   if (!live_tick_.due(live, now)) return;
   // An endpoint may fail (and its failure may not remove it) while iterating.
-  for (size_t i = 0; i < eps_.size(); ++i) eps_[i]->liveness(now, live);
+  for (size_t i = 0; i < eps_.size(); ++i) {
+    eps_[i]->liveness(now, live);
+    eps_[i]->links_check(now);
+  }
 }
 
 void TcpEndpoint::liveness(uint64_t now, bool live) {
@@ -33,12 +36,16 @@ void TcpEndpoint::liveness(uint64_t now, bool live) {
     return;
   }
   if (!live_.beat_due(now, live, o.heartbeat_ns)) return;
-  Stream& s = *streams_[0];
-  if (s.txq.full()) return;  // data is queued: the next check tries again
-  s.txq.push(Chunk{make_heartbeat(live), nullptr, -1, 0, nullptr, -1});
+  // Several links: on every stream, so that a link gone quiet shows as unacknowledged bytes.
+  for (auto& sp : streams_) {
+    Stream& s = *sp;
+    if (s.state != Stream::Link::kUp || s.txq.full()) continue;  // the next check tries again
+    push_frame(s, Chunk{make_heartbeat(live), nullptr, -1, 0, nullptr, -1, 0});
+    ++t_->counters_.heartbeats_sent;
+    if (s.writable) flush(s);
+    if (!links() || failed()) break;
+  }
   live_.beat_sent(now, live);
-  ++t_->counters_.heartbeats_sent;
-  if (s.writable) flush(s);
 }
 
 }  // namespace gw::drv::tcp

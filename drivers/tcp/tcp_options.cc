@@ -18,6 +18,27 @@ constexpr auto kOptions = join(
     core::common_options<Settings, &Settings::opts>({}),
     std::to_array<Opt>({
         Opt::text("iface", "", to<&Settings::iface>, "interface by name (empty: see tcp.subnet)"),
+        Opt::text("ifaces", "", to<&Settings::ifaces>,
+                  "several links: interfaces by name, comma-separated (e.g. eth0,eth1); each "
+                  "peer pair gets tcp.streams streams per link and stripes every message over "
+                  "them by what each delivers; a link that stops is taken out and its data "
+                  "re-sent on the others (empty: one link, tcp.iface)"),
+        Opt::integer("link_chunk_bytes", "262144", 4096, 1 << 30,
+                     to<&Settings::opts, &Options::link_chunk>,
+                     "several links: messages are striped in chunks of this size"),
+        Opt::integer("link_window_bytes", "2097152", 65536, 1 << 30,
+                     to<&Settings::opts, &Options::link_window>,
+                     "several links: unacknowledged bytes per stream; a slower link takes "
+                     "fewer chunks"),
+        Opt::integer("link_timeout_ms", "500", 20, 3'600'000,
+                     scaled<kNs, &Settings::opts, &Options::link_timeout_ns>,
+                     "several links: a link whose data has not been acknowledged for this long "
+                     "is taken out (its data re-sent on the others) and dialled again each "
+                     "second until it carries again"),
+        Opt::integer("link_fault_ms", "0", 0, 3'600'000,
+                     scaled<kNs, &Settings::opts, &Options::link_fault_ns>,
+                     "several links, for tests: take a stream out this often, as if its link "
+                     "failed (0: never)"),
         Opt::text("subnet", "", to<&Settings::subnet>,
                   "interface by subnet, e.g. 10.0.0.0/8 (empty: first up non-loopback, else lo)"),
         Opt::text("family", "auto", to<&Settings::family>, "inet, inet6 or auto",

@@ -24,6 +24,9 @@ struct Options {
   int hello_timeout_ms = 0;
   uint64_t heartbeat_ns = 0, peer_timeout_ns = 0;
   bool tls = false;
+  // Several links (tcp.ifaces): chunk size, bytes in flight per stream, the silence that
+  // takes a link out.
+  uint64_t link_chunk = 0, link_window = 0, link_timeout_ns = 0, link_fault_ns = 0;
   StagingPool::Options staging;
   StreamOptions sock;
 };
@@ -32,6 +35,7 @@ struct Options {
 struct Settings {
   Options opts;
   std::string iface, subnet, family;
+  std::string ifaces;  // comma-separated; two or more: one stream set per link
   uint16_t port = 0;
 };
 

@@ -45,15 +45,17 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   if (timeout_ms != 0 && unwatched_) watch_streams(true);  // no sleep without its wake-ups
   size_t nstreams = 0;
   bool tx = false, ready = false;
+  if (!parked_.empty()) take_joins();
   for (TcpEndpoint* ep : eps_) {
     nstreams += ep->streams_.size();
     if (ep->failed()) continue;
+    if (ep->links()) ep->links_poll();  // several links (tcp_links.cc)
     for (auto& sp : ep->streams_) {
-      tx |= !sp->txq.empty();
+      tx |= sp->unwritten();
       // Data left unread (a read budget ran out) or room to send: no edge will announce it,
       // so sleeping now would wait for the timeout.
       ready |=
-          (sp->readable && sp->rx != Stream::Rx::kStalled) || (sp->writable && !sp->txq.empty());
+          (sp->readable && sp->rx != Stream::Rx::kStalled) || (sp->writable && sp->unwritten());
     }
   }
   if (!rx_copies_.empty()) {
@@ -80,15 +82,19 @@ Result<size_t> TcpTransport::progress(std::span<Completion> out, int timeout_ms)
   if (!skip_epoll) GW_RETURN_IF_ERROR(wait_events(timeout_ms));
   if (direct) {
     for (TcpEndpoint* ep : eps_)
-      for (auto& sp : ep->streams_) sp->readable = !ep->failed();
+      for (auto& sp : ep->streams_) sp->readable = !ep->failed() && sp->fd && !sp->rx_closed;
   }
   for (TcpEndpoint* ep : eps_) {
-    for (auto& sp : ep->streams_) {
+    for (size_t i = 0; i < ep->streams_.size(); ++i) {  // a join may add streams
       if (ep->failed()) break;
-
-      Stream& s = *sp;
-      if (s.writable && !s.txq.empty()) ep->flush(s);
-      if (s.readable || s.stage_end > s.stage_begin || s.rx == Stream::Rx::kStalled) ep->read(s);
+      Stream& s = *ep->streams_[i];
+      if (!s.fd) continue;  // given up both ways
+      if (s.writable && s.unwritten() && s.state == Stream::Link::kUp) ep->flush(s);
+      if (s.rx_closed) continue;  // the peer gave it up: what it still holds is sent again
+      if (s.readable || s.stage_end > s.stage_begin || s.rx == Stream::Rx::kStalled) {
+        ep->read(s);
+        if (ep->links() && !ep->failed()) ep->send_ack(s);
+      }
     }
   }
   if (listener_.needs_tick()) listener_.tick();

@@ -55,13 +55,32 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     const bool between = s.rx == Stream::Rx::kHeader && s.stage_end == s.stage_begin;
     s.eof = between;
     s.readable = false;
+    if (links() && s.state != Stream::Link::kUp) {  // given up: the peer closed its end too
+      s.eof = true;
+      close_rx(s);
+      return false;
+    }
+    // Several links: a dead link sends no FIN; the peer's process closed it (as above).
     bool all = between;
     for (auto& o : streams_) all &= o->eof;
-    if (all || !between) fail(stream_error(s, "closed the connection", 0), all);
+    if (links() && (between || fresh(s)) && !all) {  // the others say whether the peer left
+      s.eof = true;
+      retire(s, "the peer closed it", true, false);
+      close_rx(s);
+    } else if (all || !between) {
+      fail(stream_error(s, "closed the connection", 0), all);
+    }
   } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
     s.readable = false;
   } else if (errno != EINTR) {
-    fail(stream_error(s, "reset the connection", errno));
+    // Several links: a link's error, or a stream we gave up whose far end the peer closed.
+    if (links() && (link_error(errno) || s.state != Stream::Link::kUp || fresh(s))) {
+      s.eof = true;
+      lose(s, errno_text(errno));
+      close_rx(s);
+    } else {
+      fail(stream_error(s, "reset the connection", errno));
+    }
   }
   return false;
 }
@@ -88,6 +107,20 @@ void TcpEndpoint::read(Stream& s) {
           live_.peer_says((s.hdr.flags & kHeartbeatLive) != 0);
           ++t_->counters_.heartbeats_received;
           s.big = false;
+          s.rx_bytes += sizeof(FrameHeader);
+          continue;
+        }
+        if (s.hdr.type == static_cast<uint8_t>(FrameType::kGiveUp)) {
+          s.big = false;
+          s.rx_bytes += sizeof(FrameHeader);
+          if (Stream* o = links() ? by_id(static_cast<uint32_t>(s.hdr.offset)) : nullptr)
+            retire(*o, "the peer gave it up", false);
+          continue;
+        }
+        if (s.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {
+          s.big = false;
+          s.rx_bytes += sizeof(FrameHeader);
+          on_ack(s.hdr);
           continue;
         }
         if (s.hdr.type != static_cast<uint8_t>(FrameType::kData)) {
@@ -100,6 +133,12 @@ void TcpEndpoint::read(Stream& s) {
         // successor's header alone then saves copying up to kStageSize of payload. A smaller
         // one is cheaper in one bulk read and a copy (16 KiB ping-pong: 0.78x when read alone).
         s.big = sizeof(FrameHeader) + s.hdr.chunk_len > kStageSize;
+        // Sent again from a stream given up: taken unless it was read there (tcp_links.cc).
+        if ((s.hdr.flags & kResent) && !take_resent(s.hdr)) {
+          s.rx = Stream::Rx::kStalled;  // header read, chunk not begun
+          discard_chunk(s);
+          continue;
+        }
         if (!start_chunk(s)) return;
         continue;
       }
@@ -192,8 +231,26 @@ int TcpEndpoint::match_new(const FrameHeader& h) {
   return m;
 }
 
+void TcpEndpoint::discard_chunk(Stream& s) {
+  if (s.rx_slot >= 0) t_->rx_pool_now()->release(s.rx_slot);
+  s.rx_slot = -1;
+  s.rx_staged = false;
+  if (s.rx == Stream::Rx::kHeader) return;
+  if (s.rx == Stream::Rx::kStalled) s.chunk_left = s.hdr.chunk_len;
+  s.rx = Stream::Rx::kPayload;
+  s.msg = -1;
+  s.dst = nullptr;
+  if (s.chunk_left == 0) end_chunk(s);
+}
+
 void TcpEndpoint::end_chunk(Stream& s) {
   const int m = s.msg;
+  s.rx_bytes += sizeof(FrameHeader) + s.hdr.chunk_len;
+  s.rx_ackable = s.rx_bytes;
+  if (m < 0) {  // discarded: read before on the stream it was first sent on (tcp_links.cc)
+    s.rx = Stream::Rx::kHeader;
+    return;
+  }
   MsgExt& x = ext_[m];
   x.received += s.hdr.chunk_len;
   s.rx = Stream::Rx::kHeader;

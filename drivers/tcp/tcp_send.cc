@@ -15,14 +15,14 @@ constexpr int kMaxIov = 64;
 }  // namespace
 
 void TcpEndpoint::flush(Stream& s) {
-  while (!s.txq.empty() && s.writable) {
+  while (s.unwritten() && s.writable) {
     if (tx_pool_) {
       stage_tx(s);
       if (failed()) return;
     }
     iovec iov[kMaxIov];
     int niov = 0;
-    for (size_t i = 0; i < s.txq.size() && niov + 2 <= kMaxIov; ++i) {
+    for (size_t i = s.sent; i < s.txq.size() && niov + 2 <= kMaxIov; ++i) {
       Chunk& c = s.txq.at(i);
       if (c.dev && !c.payload) break;  // its device-to-host copy is still running
       if (c.done < sizeof(FrameHeader)) {
@@ -68,38 +68,31 @@ void TcpEndpoint::flush(Stream& s) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         s.writable = false;
       } else if (errno != EINTR) {
+        if (links() && (link_error(errno) || fresh(s)))
+          return lose(s, "a send failed: " + errno_text(errno));
         fail(stream_error(s, "failed a send", errno));
       }
       return;
     }
     t_->counters_.bytes_sent += static_cast<uint64_t>(w);
+    s.tx_bytes += static_cast<uint64_t>(w);
     size_t left = static_cast<size_t>(w);
     if (left < asked) s.writable = false;  // socket buffer full; EPOLLOUT says when it drains
-    while (left > 0 || (!s.txq.empty() &&
-                        s.txq.front().done == sizeof(FrameHeader) + s.txq.front().hdr.chunk_len)) {
-      Chunk& c = s.txq.front();
+    while (s.unwritten()) {
+      Chunk& c = s.txq.at(s.sent);
       size_t total = sizeof(FrameHeader) + c.hdr.chunk_len;
       size_t take = std::min(left, total - c.done);
       c.done += take;
       left -= take;
       if (c.done < total) break;
-      if (c.send_slot < 0) {  // a heartbeat
-        s.txq.pop();
-        if (s.txq.empty()) break;
-        continue;
+      // Several links: it stays until acknowledged (tcp_links.cc), so it can go again.
+      if (links()) {
+        ++s.sent;
+      } else {
+        chunk_done(s);
       }
-      SendSlot& slot = sends_[c.send_slot];
-      int idx = c.send_slot;
-      if (c.stage_slot >= 0) release_tx_slot(s, c);
-      s.txq.pop();
-      if (--slot.chunks_left == 0) {
-        slot.used = false;
-        free_sends_.push_back(idx);
-        ++t_->counters_.msgs_sent;
-        core_.complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
-      }
-      if (s.txq.empty()) break;
     }
+    if (links()) reap(s);
   }
 }
 

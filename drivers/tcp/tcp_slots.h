@@ -18,6 +18,7 @@ struct Chunk {
   size_t done = 0;               // bytes of header + payload already written
   const uint8_t* dev = nullptr;  // device memory to stage (drivers/tcp/tcp_staging.cc)
   int stage_slot = -1;           // its slot in the endpoint's send pool
+  uint64_t end = 0;              // tcp.ifaces: the stream's byte count once it is written
 };
 
 }  // namespace gw::drv::tcp

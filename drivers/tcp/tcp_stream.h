@@ -29,7 +29,7 @@ struct Parked {
   FrameHeader hello{};
   SslPtr ssl;
   bool tls_ready = false;
-  Clock::time_point tls_until{};  // the handshake must end by then (tcp.hello_timeout_ms)
+  Clock::time_point tls_until{};  // the handshake, or a join's wait for its endpoint, ends then
 };
 
 struct Stream : PollItem {
@@ -64,6 +64,26 @@ struct Stream : PollItem {
   size_t rx_fill = 0;
   uint8_t* rx_slot_dst = nullptr;  // device address of the slot's first byte
   uint32_t tx_staged = 0;          // send slots held by chunks of this stream
+  // Several links (tcp.ifaces, tcp_links.cc). A written chunk stays at the head of txq until
+  // the peer says it read it (kAck): only then does its send complete, so what a dead link
+  // held can be sent again. kOut: we send no more on it (what it held went to other
+  // streams); we read it until the peer's first chunk sent again from it (rx_closed).
+  enum class Link : uint8_t { kUp, kOut } state = Link::kUp;
+  bool rx_closed = false;
+  uint8_t link = 0;         // which of the endpoint's links it runs over
+  uint32_t id = 0;          // the endpoint's name for it (a joined stream's is never reused)
+  size_t sent = 0;          // chunks at the head of txq written, waiting for their ack
+  uint64_t pushed = 0;      // bytes of the frames queued on it so far (a Chunk's `end`)
+  uint64_t tx_bytes = 0;    // bytes written
+  uint64_t acked = 0;       // bytes the peer read (its kAck)
+  uint64_t kacked = 0;      // bytes its kernel acknowledged (SIOCOUTQ): is the link alive?
+  uint64_t queued = 0;      // bytes of txq's chunks (written or not) not yet acknowledged
+  uint64_t rx_bytes = 0;    // bytes of whole frames read
+  uint64_t rx_ackable = 0;  // rx_bytes after the last data frame read: to acknowledge
+  uint64_t rx_acked = 0;    // what our last kAck said
+  uint64_t max_seq = 0;     // the highest message it carried (it carries them in order)
+  uint64_t moved_ns = 0;    // last time `kacked` moved, or it had nothing outstanding
+  bool unwritten() const { return txq.size() > sent; }
 };
 
 }  // namespace gw::drv::tcp

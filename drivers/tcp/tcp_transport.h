@@ -82,12 +82,16 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
   Result<std::unique_ptr<StagingPool>> make_pool(const std::string& owner);
 
   static constexpr size_t kDrainSize = 64 * 1024;
+  static constexpr size_t kMaxLinks = 6;  // what an Address holds (IPv6)
+  /// tcp.ifaces: link l's local address (port 0); empty with one link.
+  const std::vector<SockAddr>& links() const { return links_; }
   struct Counters {
     uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
     uint64_t protocol_errors = 0, tls_handshakes = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
     uint64_t unwatches = 0;  // times the streams left the epoll set
     uint64_t heartbeats_sent = 0, heartbeats_received = 0, peer_timeouts = 0;
+    uint64_t links_out = 0, links_joined = 0, resent_bytes = 0;  // tcp.ifaces
   };
 
  private:
@@ -99,6 +103,11 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
 
   TcpTransport() = default;
   Status init(const Config& cfg);
+  /// tcp.ifaces: every link's local address (links_), the first one as `first`.
+  Status choose_links(const Settings& set, LocalChoice* first);
+  Status make_address();
+  /// Streams that join a connected endpoint (kHelloJoin) go to it (tcp_links.cc).
+  void take_joins();
   Status wait_events(int timeout_ms);
   /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (tcp_liveness.cc).
   void liveness();
@@ -125,6 +134,11 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
   uint32_t direct_polls_ = 0;        // direct polls in a row
   bool unwatched_ = false;           // the streams are out of the epoll set
   std::unique_ptr<TlsContext> tls_;  // tcp.tls=on
+  std::vector<SockAddr> links_;      // tcp.ifaces: each link's address (port 0); else empty
+  std::vector<std::string> link_names_;
 };
+
+/// A peer's address: its links (one for version 1).
+Result<std::vector<SockAddr>> decode_links(const Address& a);
 
 }  // namespace gw::drv::tcp

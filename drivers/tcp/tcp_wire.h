@@ -26,6 +26,13 @@ enum class FrameType : uint8_t {
   /// No payload; flags: kHeartbeatLive while the sender's progress thread runs (it then
   /// sends one every tcp.heartbeat_ms, and its silence means its process is stopped).
   kHeartbeat = 3,
+  /// tcp.ifaces (several links): the sender read `seq` bytes (whole frames) of its stream
+  /// `offset`; the chunks they hold complete (until then they may be sent again). `msg_len`:
+  /// the sender's next message to match (chunks of earlier ones may go on any stream).
+  kAck = 4,
+  /// tcp.ifaces: the sender sends no more on its stream `offset` (a link it found dead, or
+  /// tcp.link_fault_ms); the receiver gives it up too. Advice only: nothing waits for it.
+  kGiveUp = 5,
 };
 
 inline constexpr uint16_t kHeartbeatLive = 1;
@@ -59,11 +66,33 @@ inline FrameHeader make_data_header(uint64_t tag, uint64_t msg_len, uint64_t seq
 /// challenge cover it, so it cannot be stripped on the way.
 inline constexpr uint16_t kHelloTls = 1;
 
-inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index, uint16_t flags = 0) {
+/// Hello flag: several links (tcp.ifaces); `seq` = the link count. With kHelloJoin too the
+/// stream joins a connected endpoint (a replacement, or a link that came back); `offset` is
+/// then its id (the dialling side's own, never used twice).
+inline constexpr uint16_t kHelloLinks = 2;
+inline constexpr uint16_t kHelloJoin = 4;
+
+inline FrameHeader make_hello(uint64_t key, uint32_t streams, uint32_t index, uint16_t flags = 0,
+                              uint64_t links = 0) {
   return FrameHeader{
-      kMagic, kVersion, static_cast<uint8_t>(FrameType::kHello), flags, 0, 0, key, streams, 0,
+      kMagic, kVersion, static_cast<uint8_t>(FrameType::kHello), flags, 0, 0, key, streams, links,
       index,  {}};
 }
+
+inline FrameHeader make_ack(uint32_t stream, uint64_t read_bytes, uint64_t next_match) {
+  return FrameHeader{
+      kMagic, kVersion, static_cast<uint8_t>(FrameType::kAck), 0, 0, 0, 0, next_match, read_bytes,
+      stream, {}};
+}
+
+inline FrameHeader make_give_up(uint32_t stream) {
+  return FrameHeader{kMagic, kVersion, static_cast<uint8_t>(FrameType::kGiveUp), 0, 0, 0, 0, 0, 0,
+                     stream, {}};
+}
+
+/// Data flag (tcp.ifaces): the chunk was first sent on stream pad[1], ending at its byte pad[0],
+/// and that stream was given up; the receiver takes it unless it read it there.
+inline constexpr uint16_t kResent = 1;
 
 inline FrameHeader make_heartbeat(bool live) {
   return FrameHeader{kMagic,
@@ -85,12 +114,26 @@ inline const char* check_header(const FrameHeader& h, uint64_t max_msg) {
   if (h.magic != kMagic) return "bad magic (not a gradwire peer, or the stream is corrupt)";
   if (h.version != kVersion) return "unsupported wire version (peers run different releases)";
   if (h.type == static_cast<uint8_t>(FrameType::kHello)) {
-    if (h.chunk_len != 0 || h.msg_len == 0 || h.msg_len > kMaxStreams || h.offset >= h.msg_len)
+    if (h.flags & kHelloJoin) {  // offset: the stream's id, any
+      if (h.chunk_len != 0 || !(h.flags & kHelloLinks)) return "malformed hello (join)";
+    } else if (h.chunk_len != 0 || h.msg_len == 0 || h.msg_len > kMaxStreams ||
+               h.offset >= h.msg_len) {
       return "malformed hello (stream count or index out of range)";
+    }
+    if ((h.flags & kHelloLinks) && (h.seq < 2 || h.seq > kMaxStreams))
+      return "malformed hello (link count out of range)";
     return nullptr;
   }
   if (h.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
     if (h.chunk_len != 0 || h.msg_len != 0) return "malformed heartbeat (it carries no payload)";
+    return nullptr;
+  }
+  if (h.type == static_cast<uint8_t>(FrameType::kGiveUp)) {
+    if (h.chunk_len != 0 || h.msg_len != 0) return "malformed give-up (it carries no payload)";
+    return nullptr;
+  }
+  if (h.type == static_cast<uint8_t>(FrameType::kAck)) {
+    if (h.chunk_len != 0) return "malformed ack (it carries no payload)";
     return nullptr;
   }
   if (h.type != static_cast<uint8_t>(FrameType::kData)) return "unknown frame type";

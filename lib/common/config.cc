@@ -396,12 +396,17 @@ Result<std::map<std::string, std::string>> parse_kvargs(std::string_view args,
                                                         const std::vector<std::string>& valid,
                                                         std::string_view where) {
   std::map<std::string, std::string> out;
+  std::string last;  // a list value goes on after commas: "ifaces=eth0,eth1,streams=2"
   while (!args.empty()) {
     auto comma = args.find(',');
     std::string_view item = args.substr(0, comma);
     args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
     if (item.empty()) continue;
     auto eq = item.find('=');
+    if (eq == std::string_view::npos && !last.empty()) {
+      out[last] += "," + std::string(item);
+      continue;
+    }
     if (eq == std::string_view::npos || eq == 0) {
       return Status(Code::kInvalidArgument,
                     std::string(where) + ": '" + std::string(item) + "' is not key=value");
@@ -417,6 +422,7 @@ Result<std::map<std::string, std::string>> parse_kvargs(std::string_view args,
       return Status(Code::kInvalidArgument, std::string(where) + ": key '" + key + "' given twice");
     }
     out[key] = std::string(item.substr(eq + 1));
+    last = key;
   }
   return out;
 }

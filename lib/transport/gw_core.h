@@ -65,6 +65,8 @@ class TransportCore {
   /// request_abort(). The driver then fails each of its endpoints with abort_status() (its
   /// usual failure path) and calls fail_any().
   bool take_abort() { return abort_.take(); }
+  /// abort() was called (any thread): a driver's blocking set-up step gives up.
+  bool abort_requested() const { return abort_.requested(); }
   const Status& abort_status() const { return abort_.status(); }
   /// Complete every any-source receive still posted with `code`.
   void fail_any(Code code);

@@ -40,6 +40,11 @@ const std::vector<TransportCase>& all_cases() {
       {"tcp_inet6", "tcp", "tcp:family=inet6,iface=lo"},
       {"tcp_tls", "tcp", "tcp:iface=lo,tls=on", "conformance key"},
       {"tcp_tls_streams4", "tcp", "tcp:iface=lo,streams=4,tls=on", "conformance key"},
+      // Several links (tcp.ifaces): both on lo, so acknowledgement-driven completion and
+      // striping by delivery run here; cutting a link needs the namespace bed (cluster-tcp-links).
+      {"tcp_links2", "tcp", "tcp:ifaces=lo,lo,link_chunk_bytes=65536"},
+      // ... and a stream taken out every 30 ms mid-transfer: cut, re-send, join again.
+      {"tcp_links2_cuts", "tcp", "tcp:ifaces=lo,lo,link_chunk_bytes=65536,link_fault_ms=20"},
       // rxe0 exists only inside the soft-RoCE VM (tests/rdma/run_in_vm.sh runs these rows).
       {"rxe", "rdma", "rdma:dev=rxe0"},
       {"rxe_qps2", "rdma", "rdma:dev=rxe0,qps_per_conn=2"},
@@ -63,7 +68,10 @@ std::vector<TransportCase> built_cases(std::string_view driver) {
 
 std::vector<TransportCase> plain_cases(std::string_view driver) {
   auto out = built_cases(driver);
-  std::erase_if(out, [](const TransportCase& c) { return c.key != nullptr; });
+  // A raw peer speaks the plain single-link wire: no TLS, no tcp.ifaces.
+  std::erase_if(out, [](const TransportCase& c) {
+    return c.key != nullptr || std::string_view(c.spec).find("ifaces=") != std::string_view::npos;
+  });
   return out;
 }
 

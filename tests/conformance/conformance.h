@@ -35,7 +35,7 @@ struct TransportCase {
 const std::vector<TransportCase>& all_cases();
 /// Rows whose driver is built into this library (optionally only those of `driver`).
 std::vector<TransportCase> built_cases(std::string_view driver = {});
-/// The built rows without a key (raw-peer tests speak the plain wire format; TLS rows need one).
+/// The built rows a raw peer can talk to: no key (TLS rows need one), one link (no tcp.ifaces).
 std::vector<TransportCase> plain_cases(std::string_view driver = {});
 
 std::ostream& operator<<(std::ostream& os, const TransportCase& c);

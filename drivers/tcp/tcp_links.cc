@@ -1,0 +1,433 @@
+// Several links per peer (tcp.ifaces). One message is striped over every link by what each
+// delivers: a stream takes the next chunk while fewer than tcp.link_window_bytes of its own are
+// unacknowledged. A send completes once the peer says it read its chunks (kAck), so a sender
+// still holds whatever a dead link may have swallowed. Each direction fails over alone: a
+// sender whose stream stops carrying (its kernel's acknowledgements stop moving) gives it up
+// and sends every chunk it held again on the others, marked with where it was first sent
+// (kResent); the receiver reads the given-up stream until the first such chunk, then takes a
+// marked chunk only if it had not read it there. Nothing else need cross the dead link, so no
+// control message can wait behind data the receiver cannot take yet.
+// A chunk of a message the peer has not begun may not follow a later message on a stream (the
+// peer reads a stream in order and would wait for it behind that one): such a chunk goes on a
+// fresh stream, which the side that needs it joins at once. The dialling side also joins a
+// stream to a link without one each second, so a link that comes back carries again.
+// No allocation on the data path; resend_ and closed_rx_ grow only after a link is lost.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "gw_auth.h"
+#include "log.h"
+#include "tcp_endpoint.h"
+
+namespace gw::drv::tcp {
+namespace {
+
+constexpr uint64_t kJoinEveryNs = 1'000'000'000;
+constexpr int kJoinTimeoutMs = 500;
+
+uint64_t frame_bytes(const FrameHeader& h) { return sizeof(FrameHeader) + h.chunk_len; }
+
+}  // namespace
+
+void TcpEndpoint::set_links(uint32_t n, std::vector<SockAddr> remotes, bool active) {
+  nlinks_ = n;
+  remotes_ = std::move(remotes);
+  active_ = active;
+  next_id_ = kJoinIds + (active ? 0 : 1);
+  pend_.init(sends_.size());
+  fault_ns_ = now_ns();
+  eager_.reset(new uint8_t[kEagerSlots * kLatencyMax]);
+  for (int i = kEagerSlots; i-- > 0;) eager_free_.push_back(i);
+}
+
+Stream* TcpEndpoint::by_id(uint32_t id) {
+  for (auto& sp : streams_)
+    if (sp->id == id) return sp.get();
+  return nullptr;
+}
+
+Status TcpEndpoint::post_links(const SendRequest& r, bool dev) {
+  if (pend_.full() || free_sends_.empty() || !core_.reserve())
+    return Status(Code::kUnavailable, "full");
+  const uint64_t chunk = dev ? tx_pool_->chunk_bytes() : t_->opts().link_chunk;
+  const uint64_t chunks = r.len == 0 ? 1 : (r.len + chunk - 1) / chunk;
+  const int slot = free_sends_.back();
+  free_sends_.pop_back();
+  SendSlot& ss = sends_[slot];
+  ss = SendSlot{r, static_cast<uint32_t>(chunks), true, dev, tx_seq_++, chunk};
+  if (!dev && r.len <= kLatencyMax && (r.len == 0 || !eager_free_.empty())) {
+    if (r.len > 0) {
+      ss.eager = eager_free_.back();
+      eager_free_.pop_back();
+      uint8_t* copy = eager_.get() + static_cast<size_t>(ss.eager) * kLatencyMax;
+      std::memcpy(copy, r.buf, r.len);
+      ss.req.buf = copy;
+    }
+    ss.early = true;
+    core_.complete(r.wr_id, r.tag, r.len, Op::kSend, Code::kOk);
+  }
+  pend_.push(slot);
+  return Status();
+}
+
+bool TcpEndpoint::next_chunk(Chunk* c) {
+  if (pend_.empty()) return false;
+  const int slot = pend_.front();
+  const SendSlot& ss = sends_[slot];
+  const uint64_t off = pend_off_;
+  const uint64_t len = std::min(ss.chunk, ss.req.len - off);
+  auto* p = static_cast<const uint8_t*>(ss.req.buf);
+  *c = Chunk{make_data_header(ss.req.tag, ss.req.len, ss.seq, off, static_cast<uint32_t>(len)),
+             p && !ss.dev ? p + off : nullptr,
+             slot,
+             0,
+             ss.dev ? p + off : nullptr,
+             -1,
+             0};
+  pend_off_ += len;
+  if (pend_off_ >= ss.req.len) {
+    pend_.pop();
+    pend_off_ = 0;
+  }
+  return true;
+}
+
+void TcpEndpoint::push_frame(Stream& s, Chunk c) {
+  c.done = 0;
+  s.pushed += frame_bytes(c.hdr);
+  c.end = s.pushed;
+  s.queued += frame_bytes(c.hdr);
+  if (c.send_slot >= 0) s.max_seq = std::max(s.max_seq, c.hdr.seq);
+  s.txq.push(c);
+}
+
+void TcpEndpoint::feed() {
+  const uint64_t window = t_->opts().link_window;
+  auto room = [&](const Stream& s) {
+    return s.state == Stream::Link::kUp && s.txq.size() + 4 < s.txq.capacity() && s.queued < window;
+  };
+  while (!pend_.empty() || !resend_.empty()) {
+    // The stream with the fewest unacknowledged bytes takes the next chunk.
+    Stream* best = nullptr;
+    if (!resend_.empty()) {
+      const uint64_t seq = resend_.front().hdr.seq;
+      bool may = false;
+      for (auto& sp : streams_) {
+        const bool ok = sp->state == Stream::Link::kUp && (seq < peer_next_ || seq >= sp->max_seq);
+        may |= ok;
+        if (ok && room(*sp) && (!best || sp->queued < best->queued)) best = sp.get();
+      }
+      if (best) {
+        push_frame(*best, resend_.front());
+        resend_.erase(resend_.begin());
+        continue;
+      }
+      if (!may) need_stream();
+    }
+    for (auto& sp : streams_)
+      if (room(*sp) && (!best || sp->queued < best->queued)) best = sp.get();
+    Chunk c;
+    if (!best || !next_chunk(&c)) return;
+    push_frame(*best, c);
+  }
+}
+
+void TcpEndpoint::reap(Stream& s) {
+  // Heartbeats and acks are never sent again: they leave once written.
+  while (s.sent > 0) {
+    const Chunk& c = s.txq.front();
+    if (c.send_slot >= 0 && c.end > s.acked) break;
+    --s.sent;
+    chunk_done(s);
+  }
+}
+
+void TcpEndpoint::on_ack(const FrameHeader& h) {
+  if (!links()) return;
+  peer_next_ = std::max(peer_next_, h.msg_len);
+  Stream* s = by_id(static_cast<uint32_t>(h.offset));
+  if (!s || s->state != Stream::Link::kUp) return;  // given up: its chunks went elsewhere
+  if (h.seq <= s->acked) return;                    // an older one that came another way
+  if (h.seq > s->tx_bytes) {
+    ++t_->counters_.protocol_errors;
+    fail(Status(Code::kProtocolError, "tcp: peer " + peer_name_ + " acknowledged byte " +
+                                          std::to_string(h.seq) + " of a stream with " +
+                                          std::to_string(s->tx_bytes) + " sent"));
+    return;
+  }
+  s->acked = h.seq;
+  reap(*s);
+}
+
+void TcpEndpoint::send_ack(Stream& s) {
+  // Once the stream is read dry, or every quarter window while it streams.
+  if (s.rx_ackable == s.rx_acked ||
+      (s.readable && s.rx_ackable - s.rx_acked < t_->opts().link_window / 4))
+    return;
+  // On the stream itself; on another when we send no more on it.
+  Stream* via = &s;
+  if (s.state != Stream::Link::kUp) {
+    via = nullptr;
+    for (auto& sp : streams_)
+      if (sp->state == Stream::Link::kUp && (!via || sp->queued < via->queued)) via = sp.get();
+  }
+  if (!via || via->txq.full()) return;
+  s.rx_acked = s.rx_ackable;
+  push_frame(*via, Chunk{make_ack(s.id, s.rx_acked, next_match_), nullptr, -1, 0, nullptr, -1, 0});
+  if (via->writable) flush(*via);
+}
+
+bool TcpEndpoint::take_resent(const FrameHeader& h) {
+  const uint32_t from = static_cast<uint32_t>(h.pad[1]);
+  if (Stream* s = by_id(from); s && !s->rx_closed) close_rx(*s);
+  for (const auto& [id, read] : closed_rx_)
+    if (id == from && h.pad[0] <= read) return false;  // read where it was first sent
+  // Every copy names the stream it was first sent on: one copy is taken.
+  return taken_.emplace(from, h.pad[0]).second;
+}
+
+void TcpEndpoint::close_rx(Stream& s) {
+  if (s.rx_closed) return;
+  s.rx_closed = true;
+  s.readable = false;
+  closed_rx_.emplace_back(s.id, s.rx_bytes);
+  // A chunk read in part is sent again whole (bytes already placed are the same).
+  if (s.rx_slot >= 0) t_->rx_pool_now()->release(s.rx_slot);
+  s.rx_slot = -1;
+  s.rx_staged = false;
+  s.rx = Stream::Rx::kHeader;
+  s.msg = -1;
+  s.stage_begin = s.stage_end = 0;
+  if (s.state == Stream::Link::kOut) down(s);
+}
+
+void TcpEndpoint::links_poll() {
+  if (!pend_.empty() || !resend_.empty()) feed();
+}
+
+void TcpEndpoint::links_check(uint64_t now) {
+  if (!links() || failed()) return;
+  const auto& o = t_->opts();
+  // Streams given up both ways (closed) leave.
+  std::erase_if(streams_, [](const std::unique_ptr<Stream>& sp) { return !sp->fd; });
+  for (size_t i = 0; i < streams_.size() && !failed(); ++i) {
+    Stream& s = *streams_[i];
+    if (s.state != Stream::Link::kUp) continue;
+    // Bytes sent and not acknowledged by the peer's kernel that do not move: the link is down.
+    // Bytes the kernel has not sent (the peer's window is shut: it does not read) are
+    // back-pressure, not loss.
+    int outq = 0, unsent = 0;
+    if (::ioctl(s.fd.get(), SIOCOUTQ, &outq) != 0 || ::ioctl(s.fd.get(), SIOCOUTQNSD, &unsent) != 0)
+      continue;
+    const uint64_t kacked = s.tx_bytes - static_cast<uint64_t>(outq);
+    if (kacked != s.kacked || outq == unsent) {
+      s.moved_ns = now;
+      s.kacked = kacked;
+    } else if (now - s.moved_ns > o.link_timeout_ns) {
+      retire(s, std::to_string(outq - unsent) + " bytes sent on it not acknowledged for " +
+                    std::to_string((now - s.moved_ns) / 1'000'000) + " ms (tcp.link_timeout_ms)");
+    }
+  }
+  if (alone_ns_ && now > alone_ns_ && now - alone_ns_ > 4 * o.link_timeout_ns + o.peer_timeout_ns) {
+    fail(Status(Code::kRemoteError, "tcp: every link to peer " + peer_name_ + " (" + remote_ +
+                                        ") failed and no " +
+                                        "stream could be joined again within " +
+                                        std::to_string((now - alone_ns_) / 1'000'000) +
+                                        " ms — check the links and the peer"));
+    return;
+  }
+  // Only the dialling side: both sides giving up a different stream at once is not a fault
+  // a link has.
+  if (o.link_fault_ns && active_ && now - fault_ns_ >= o.link_fault_ns && !failed()) {
+    fault_ns_ = now;
+    inject_fault();
+  }
+  if (!failed() && now >= next_join_ns_ && (active_ || asked_)) {
+    next_join_ns_ = now + (asked_ ? kJoinEveryNs / 10 : kJoinEveryNs);
+    rejoin(now);
+  }
+}
+
+void TcpEndpoint::rejoin(uint64_t now) {
+  std::vector<uint32_t> up(nlinks_, 0);
+  size_t total = 0;
+  for (auto& sp : streams_) {
+    if (sp->state != Stream::Link::kUp) continue;
+    ++up[sp->link % nlinks_];
+    ++total;
+  }
+  // The dialling side keeps tcp.streams on every link that carries; a link without one is
+  // tried each second (it may have come back).
+  const size_t per = static_cast<size_t>(t_->opts().streams);
+  for (uint32_t l = 0; active_ && l < nlinks_ && !failed(); ++l) {
+    if (up[l] > 0) continue;
+    if (Status st = join(l, now); st.ok()) {
+      ++up[l];
+      ++total;
+    } else {
+      t_->log_->debug("tcp: link {} to peer {} still down: {}", l, peer_name_, st.to_string());
+    }
+  }
+  // A lost link is replaced on one that carries; a fresh stream for chunks sent again.
+  size_t want = active_ ? per * nlinks_ : 0;
+  if (asked_) want = std::max(want, total + 1);
+  while (total < want && !failed()) {
+    uint32_t best = nlinks_;
+    for (uint32_t l = 0; l < nlinks_; ++l)
+      if (up[l] > 0 && (best == nlinks_ || up[l] < up[best])) best = l;
+    if (best == nlinks_) best = 0;  // none carries: try them in turn
+    if (Status st = join(best, now); !st.ok()) {
+      t_->log_->debug("tcp: joining a stream to peer {} failed: {}", peer_name_, st.to_string());
+      break;
+    }
+    ++up[best];
+    ++total;
+  }
+}
+
+Status TcpEndpoint::join(uint32_t link, uint64_t now) {
+  const auto& locals = t_->links();
+  const SockAddr& from = locals.empty() ? t_->local_ : locals[link % locals.size()];
+  const Deadline dl = Deadline::after_ms(kJoinTimeoutMs);
+  GW_ASSIGN_OR_RETURN(Fd fd, dial(from, remotes_[link % remotes_.size()], t_->opts().sock, dl));
+  const uint32_t id = next_id_;
+  next_id_ += 2;  // never again, even if the handshake fails after the peer took it
+  FrameHeader h = make_hello(key_, 0, id, kHelloLinks | kHelloJoin, nlinks_);
+  // The peer may be joining one to us at the same time: answer it meanwhile.
+  GW_RETURN_IF_ERROR(auth::client_handshake(
+      fd.get(), t_->listener_.key(), "tcp", &h, sizeof h, peer_name_, dl, [this] {
+        t_->listener_.service();
+        return t_->core().abort_requested() ? Status(Code::kAborted, "aborted") : Status();
+      }));
+  GW_RETURN_IF_ERROR(add_stream(std::move(fd), nullptr, streams_.size(), link));
+  streams_.back()->id = id;
+  streams_.back()->moved_ns = now;
+  ++t_->counters_.links_joined;
+  t_->log_->info("tcp: stream {} to peer {} joined over link {}", id, peer_name_, link);
+  alone_ns_ = 0;
+  asked_ = false;
+  return Status();
+}
+
+Result<bool> TcpEndpoint::join_accepted(Fd& fd, const FrameHeader& hello) {
+  const uint32_t id = static_cast<uint32_t>(hello.offset);
+  if (!links() || id < kJoinIds || by_id(id)) {
+    return Status(Code::kProtocolError, "tcp: peer " + peer_name_ + " joined stream " +
+                                            std::to_string(id) + ", which is not a new one");
+  }
+  GW_RETURN_IF_ERROR(add_stream(std::move(fd), nullptr, streams_.size(), 0));
+  streams_.back()->id = id;
+  ++t_->counters_.links_joined;
+  t_->log_->info("tcp: peer {} joined stream {}", peer_name_, id);
+  alone_ns_ = 0;
+  return true;
+}
+
+void TcpTransport::take_joins() {
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (!(it->second.hello.flags & kHelloJoin)) {
+      ++it;
+      continue;
+    }
+    TcpEndpoint* to = nullptr;
+    for (TcpEndpoint* ep : eps_)
+      if (ep->key() == it->first && !ep->failed()) to = ep;
+    if (!to && Clock::now() < it->second.tls_until) {  // its connect() has not finished here
+      ++it;
+      continue;
+    }
+    Result<bool> took = to ? to->join_accepted(it->second.fd, it->second.hello)
+                           : Status(Code::kProtocolError, "tcp: a stream joined no known peer");
+    if (!took.ok()) listener_.refuse(std::string(took.status().message()));
+    it = parked_.erase(it);
+  }
+}
+
+void TcpEndpoint::need_stream() {
+  if (asked_) return;
+  asked_ = true;
+  next_join_ns_ = 0;  // links_check joins one
+}
+
+void TcpEndpoint::inject_fault() {
+  // A stream that carries data if there is one, and never the last.
+  Stream* pick = nullptr;
+  size_t up = 0;
+  for (auto& sp : streams_) {
+    if (sp->state != Stream::Link::kUp) continue;
+    ++up;
+    if (!pick || (sp->sent > 0 && pick->sent == 0)) pick = sp.get();
+  }
+  if (up >= 2) retire(*pick, "tcp.link_fault_ms (fault injection)");
+}
+
+void TcpEndpoint::lose(Stream& s, const std::string& why) { retire(s, why); }
+
+void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn) {
+  if (s.state != Stream::Link::kUp) return;
+  s.state = Stream::Link::kOut;
+  ++t_->counters_.links_out;
+  // Every chunk it holds goes again, marked with where it was first sent.
+  for (size_t k = 0; k < s.txq.size(); ++k) {
+    Chunk c = s.txq.at(k);
+    if (c.send_slot < 0) continue;  // heartbeats and acks are not sent again
+    if (c.stage_slot >= 0) {
+      release_tx_slot(s, c);  // staged again on the stream that takes it
+      c.payload = nullptr;
+    }
+    if (!(c.hdr.flags & kResent)) {  // a chunk sent again twice keeps its first stream
+      c.hdr.flags |= kResent;
+      c.hdr.pad[0] = c.end;
+      c.hdr.pad[1] = s.id;
+    }
+    t_->counters_.resent_bytes += c.hdr.chunk_len;
+    auto by_order = [](const Chunk& a, const Chunk& b) {
+      return a.hdr.seq != b.hdr.seq ? a.hdr.seq < b.hdr.seq : a.hdr.offset < b.hdr.offset;
+    };
+    resend_.insert(std::upper_bound(resend_.begin(), resend_.end(), c, by_order), c);
+  }
+  s.txq.clear();
+  s.sent = 0;
+  s.queued = 0;
+  size_t up = 0;
+  for (auto& sp : streams_) up += sp->state == Stream::Link::kUp;
+  if (up == 0) {
+    // Until one joins (links_check; the peer may join one too), what it held waits.
+    if (!alone_ns_) alone_ns_ = now_ns();
+    need_stream();
+    t_->log_->warn(
+        "tcp: stream {} (link {}) to peer {} given up ({}) was the last; joining another", s.id,
+        s.link, peer_name_, why);
+  } else {
+    t_->log_->log(warn ? spdlog::level::warn : spdlog::level::debug,
+                  "tcp: stream {} (link {}) to peer {} given up: {}; {} stream(s) carry on", s.id,
+                  s.link, peer_name_, why, up);
+  }
+  if (active_) next_join_ns_ = 0;  // replace it at the next check
+  if (s.rx_closed) {
+    down(s);
+  } else if (tell) {
+    // The peer may not have seen the link die (it sends nothing on it): it gives it up too.
+    for (auto& sp : streams_) {
+      if (sp->state != Stream::Link::kUp || sp->txq.full()) continue;
+      push_frame(*sp, Chunk{make_give_up(s.id), nullptr, -1, 0, nullptr, -1, 0});
+      if (sp->writable) flush(*sp);
+      break;
+    }
+  }
+  feed();
+}
+
+void TcpEndpoint::down(Stream& s) {
+  s.fd.reset();  // out of the epoll set
+  s.readable = s.writable = false;
+  s.eof = true;
+  t_->log_->info("tcp: stream {} to peer {} closed ({} bytes sent on it, {} read)", s.id,
+                 peer_name_, s.tx_bytes, s.rx_bytes);
+}
+
+}  // namespace gw::drv::tcp
