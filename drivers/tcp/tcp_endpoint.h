@@ -11,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "gw_auth.h"
 #include "tcp_transport.h"
 
 namespace gw::drv::tcp {
@@ -65,7 +66,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// Each progress pass: waiting chunks go to streams with room.
   void links_poll();
   /// After reading `s`: tell the peer how far (its chunks complete then).
-  void send_ack(Stream& s);
+  void send_ack(Stream& s, bool now = false);
   void on_ack(const FrameHeader& h);
   /// A chunk sent again (kResent): whether to take it (not read on its first stream). The
   /// first one from a stream ends our reading of it.
@@ -150,7 +151,20 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// We read no more of `s` (the peer gave it up).
   void close_rx(Stream& s);
   void down(Stream& s);
-  Status join(uint32_t link, uint64_t now);
+  /// A join of a stream over `link`, connecting and authenticating without blocking.
+  struct Joining {
+    Fd fd;
+    uint32_t link = 0, id = 0;
+    uint64_t since = 0;
+    std::unique_ptr<auth::Client> client;  // set once connected
+    bool verdict = false;                  // the proof went: the verdict is read next
+    uint8_t in[auth::kServerHello] = {};
+    size_t got = 0;
+  };
+  void start_join(uint32_t link, uint64_t now);
+  bool step_join(Joining& j, uint64_t now);
+  static bool window_shut(const Stream& s);
+  void poll_probe(uint64_t now);
   Stream* by_id(uint32_t id);
 
   TcpTransport* t_;
@@ -170,6 +184,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   uint64_t peer_next_ = 0;     // the peer matched every message below this (its acks say)
   uint64_t next_join_ns_ = 0;  // the next try at joining streams
   uint64_t fault_ns_ = 0;      // tcp.link_fault_ms: the last stream taken out on purpose
+  std::vector<std::unique_ptr<Joining>> joining_;  // joins in progress
   core::EndpointCore core_;
   std::vector<SendSlot> sends_;
   std::vector<int> free_sends_;

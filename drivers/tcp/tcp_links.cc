@@ -13,6 +13,8 @@
 // stream to a link without one each second, so a link that comes back carries again.
 // No allocation on the data path; resend_ and closed_rx_ grow only after a link is lost.
 #include <linux/sockios.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
@@ -27,7 +29,6 @@ namespace gw::drv::tcp {
 namespace {
 
 constexpr uint64_t kJoinEveryNs = 1'000'000'000;
-constexpr int kJoinTimeoutMs = 500;
 
 uint64_t frame_bytes(const FrameHeader& h) { return sizeof(FrameHeader) + h.chunk_len; }
 
@@ -163,10 +164,10 @@ void TcpEndpoint::on_ack(const FrameHeader& h) {
   reap(*s);
 }
 
-void TcpEndpoint::send_ack(Stream& s) {
+void TcpEndpoint::send_ack(Stream& s, bool now) {
   // Once the stream is read dry, or every quarter window while it streams.
   if (s.rx_ackable == s.rx_acked ||
-      (s.readable && s.rx_ackable - s.rx_acked < t_->opts().link_window / 4))
+      (!now && s.readable && s.rx_ackable - s.rx_acked < t_->opts().link_window / 4))
     return;
   // On the stream itself; on another when we send no more on it.
   Stream* via = &s;
@@ -194,6 +195,9 @@ void TcpEndpoint::close_rx(Stream& s) {
   if (s.rx_closed) return;
   s.rx_closed = true;
   s.readable = false;
+  s.eof = true;  // for "every stream closed": we read it no more
+  t_->log_->debug("tcp: stream {} from peer {}: read no more ({} bytes read)", s.id, peer_name_,
+                  s.rx_bytes);
   closed_rx_.emplace_back(s.id, s.rx_bytes);
   // A chunk read in part is sent again whole (bytes already placed are the same).
   if (s.rx_slot >= 0) t_->rx_pool_now()->release(s.rx_slot);
@@ -214,22 +218,37 @@ void TcpEndpoint::links_check(uint64_t now) {
   const auto& o = t_->opts();
   // Streams given up both ways (closed) leave.
   std::erase_if(streams_, [](const std::unique_ptr<Stream>& sp) { return !sp->fd; });
-  for (size_t i = 0; i < streams_.size() && !failed(); ++i) {
-    Stream& s = *streams_[i];
+  // Bytes sent and not acknowledged by the peer's kernel that do not move, on every stream of
+  // a link: the link is down. (One stream's bytes may wait behind another's in the link's
+  // queue; bytes the kernel has not sent, the peer's window being shut, are back-pressure.)
+  std::vector<uint64_t> moved(nlinks_, 0);
+  for (auto& sp : streams_) {
+    Stream& s = *sp;
     if (s.state != Stream::Link::kUp) continue;
-    // Bytes sent and not acknowledged by the peer's kernel that do not move: the link is down.
-    // Bytes the kernel has not sent (the peer's window is shut: it does not read) are
-    // back-pressure, not loss.
     int outq = 0, unsent = 0;
     if (::ioctl(s.fd.get(), SIOCOUTQ, &outq) != 0 || ::ioctl(s.fd.get(), SIOCOUTQNSD, &unsent) != 0)
       continue;
     const uint64_t kacked = s.tx_bytes - static_cast<uint64_t>(outq);
-    if (kacked != s.kacked || outq == unsent) {
+    if (kacked != s.kacked || outq == unsent || window_shut(s)) {
       s.moved_ns = now;
       s.kacked = kacked;
-    } else if (now - s.moved_ns > o.link_timeout_ns) {
-      retire(s, std::to_string(outq - unsent) + " bytes sent on it not acknowledged for " +
-                    std::to_string((now - s.moved_ns) / 1'000'000) + " ms (tcp.link_timeout_ms)");
+    }
+    s.stuck = static_cast<uint64_t>(outq - unsent);
+    moved[s.link % nlinks_] = std::max(moved[s.link % nlinks_], s.moved_ns);
+  }
+  for (size_t i = 0; i < streams_.size() && !failed(); ++i) {
+    Stream& s = *streams_[i];
+    const uint64_t last = moved[s.link % nlinks_];
+    if (s.state != Stream::Link::kUp || now - last <= o.link_timeout_ns) continue;
+    retire(s, "link " + std::to_string(s.link) + ": " + std::to_string(s.stuck) +
+                  " bytes sent on it not acknowledged for " +
+                  std::to_string((now - last) / 1'000'000) + " ms (tcp.link_timeout_ms)");
+  }
+  for (size_t k = 0; k < joining_.size();) {
+    if (step_join(*joining_[k], now)) {
+      ++k;
+    } else {
+      joining_.erase(joining_.begin() + static_cast<long>(k));
     }
   }
   if (alone_ns_ && now > alone_ns_ && now - alone_ns_ > 4 * o.link_timeout_ns + o.peer_timeout_ns) {
@@ -252,65 +271,112 @@ void TcpEndpoint::links_check(uint64_t now) {
   }
 }
 
+bool TcpEndpoint::window_shut(const Stream& s) {
+  // Zero-window probes: the peer's socket is full (it does not read), the link carries.
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  return ::getsockopt(s.fd.get(), IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_probes > 0;
+}
+
 void TcpEndpoint::rejoin(uint64_t now) {
-  std::vector<uint32_t> up(nlinks_, 0);
+  std::vector<uint32_t> up(nlinks_, 0), pending(nlinks_, 0);
   size_t total = 0;
   for (auto& sp : streams_) {
     if (sp->state != Stream::Link::kUp) continue;
     ++up[sp->link % nlinks_];
     ++total;
   }
-  // The dialling side keeps tcp.streams on every link that carries; a link without one is
-  // tried each second (it may have come back).
-  const size_t per = static_cast<size_t>(t_->opts().streams);
-  for (uint32_t l = 0; active_ && l < nlinks_ && !failed(); ++l) {
-    if (up[l] > 0) continue;
-    if (Status st = join(l, now); st.ok()) {
-      ++up[l];
-      ++total;
-    } else {
-      t_->log_->debug("tcp: link {} to peer {} still down: {}", l, peer_name_, st.to_string());
-    }
-  }
-  // A lost link is replaced on one that carries; a fresh stream for chunks sent again.
-  size_t want = active_ ? per * nlinks_ : 0;
+  for (auto& j : joining_) ++pending[j->link];
+  // The dialling side tries a link without a stream each second (it may have come back).
+  for (uint32_t l = 0; active_ && l < nlinks_; ++l)
+    if (up[l] == 0 && pending[l] == 0) start_join(l, now);
+  // A lost link is replaced on one that carries (dialling side: tcp.streams per link), and a
+  // fresh stream is joined for chunks sent again that no stream may carry.
+  size_t want = active_ ? static_cast<size_t>(t_->opts().streams) * nlinks_ : 0;
   if (asked_) want = std::max(want, total + 1);
-  while (total < want && !failed()) {
-    uint32_t best = nlinks_;
-    for (uint32_t l = 0; l < nlinks_; ++l)
-      if (up[l] > 0 && (best == nlinks_ || up[l] < up[best])) best = l;
-    if (best == nlinks_) best = 0;  // none carries: try them in turn
-    if (Status st = join(best, now); !st.ok()) {
-      t_->log_->debug("tcp: joining a stream to peer {} failed: {}", peer_name_, st.to_string());
-      break;
-    }
-    ++up[best];
-    ++total;
-  }
+  if (total + joining_.size() >= want) return;
+  uint32_t best = 0;
+  for (uint32_t l = 0; l < nlinks_; ++l)
+    if (up[l] > 0 && (up[best] == 0 || up[l] + pending[l] < up[best] + pending[best])) best = l;
+  start_join(best, now);
 }
 
-Status TcpEndpoint::join(uint32_t link, uint64_t now) {
+void TcpEndpoint::start_join(uint32_t link, uint64_t now) {
+  // Nothing here blocks: the peer may not be progressing, or the link may be down.
   const auto& locals = t_->links();
-  const SockAddr& from = locals.empty() ? t_->local_ : locals[link % locals.size()];
-  const Deadline dl = Deadline::after_ms(kJoinTimeoutMs);
-  GW_ASSIGN_OR_RETURN(Fd fd, dial(from, remotes_[link % remotes_.size()], t_->opts().sock, dl));
-  const uint32_t id = next_id_;
-  next_id_ += 2;  // never again, even if the handshake fails after the peer took it
-  FrameHeader h = make_hello(key_, 0, id, kHelloLinks | kHelloJoin, nlinks_);
-  // The peer may be joining one to us at the same time: answer it meanwhile.
-  GW_RETURN_IF_ERROR(auth::client_handshake(
-      fd.get(), t_->listener_.key(), "tcp", &h, sizeof h, peer_name_, dl, [this] {
-        t_->listener_.service();
-        return t_->core().abort_requested() ? Status(Code::kAborted, "aborted") : Status();
-      }));
-  GW_RETURN_IF_ERROR(add_stream(std::move(fd), nullptr, streams_.size(), link));
-  streams_.back()->id = id;
+  SockAddr from = locals.empty() ? t_->local_ : locals[link % locals.size()];
+  const SockAddr& to = remotes_[link % remotes_.size()];
+  Fd fd(::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd || !configure_stream(fd.get(), t_->opts().sock).ok()) return;
+  from.set_port(0);
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&from.ss), from.len) != 0) return;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to.ss), to.len) != 0 &&
+      errno != EINPROGRESS) {
+    t_->log_->debug("tcp: link {} to peer {}: {}", link, peer_name_, errno_text(errno));
+    return;
+  }
+  auto j = std::make_unique<Joining>();
+  j->fd = std::move(fd);
+  j->link = link;
+  j->id = next_id_;
+  next_id_ += 2;  // never again, even if it fails after the peer took it
+  j->since = now;
+  joining_.push_back(std::move(j));
+}
+
+// One step of a join's connect and authentication (auth::client_handshake, without waiting).
+// @return false when it ended (joined, or failed).
+bool TcpEndpoint::step_join(Joining& j, uint64_t now) {
+  if (now - j.since > kJoinEveryNs) return false;  // the link or the peer does not answer
+  if (!j.client) {
+    pollfd p{j.fd.get(), POLLOUT, 0};
+    if (::poll(&p, 1, 0) != 1) return true;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(j.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return false;
+    // msg_len: the link, so that the peer knows which streams share a queue.
+    const FrameHeader h = make_hello(key_, j.link, j.id, kHelloLinks | kHelloJoin, nlinks_);
+    j.client = std::make_unique<auth::Client>(t_->listener_.key(), "tcp", &h, sizeof h, peer_name_);
+    uint8_t first[sizeof h + auth::kClientHello];
+    std::memcpy(first, &h, sizeof h);
+    std::memcpy(first + sizeof h, j.client->hello(), auth::kClientHello);
+    return ::send(j.fd.get(), first, sizeof first, MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(sizeof first);
+  }
+  const size_t want = j.verdict ? auth::kVerdict : auth::kServerHello;
+  const ssize_t r = ::recv(j.fd.get(), j.in + j.got, want - j.got, MSG_DONTWAIT);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+  if (r > 0) j.got += static_cast<size_t>(r);
+  if (j.got < want) return true;
+  Status st;
+  if (!j.verdict) {
+    uint8_t proof[auth::kMac];
+    bool send_proof = false;
+    st = j.client->on_server_hello(j.in, proof, &send_proof);
+    if (send_proof &&
+        ::send(j.fd.get(), proof, sizeof proof, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof proof))
+      return false;
+    if (st.ok() && send_proof) {
+      j.verdict = true;
+      j.got = 0;
+      return true;
+    }
+  } else {
+    st = j.client->on_verdict(j.in);
+  }
+  if (!st.ok()) {
+    t_->log_->debug("tcp: joining a stream to peer {}: {}", peer_name_, st.to_string());
+    return false;
+  }
+  if (!add_stream(std::move(j.fd), nullptr, streams_.size(), j.link).ok()) return false;
+  streams_.back()->id = j.id;
   streams_.back()->moved_ns = now;
   ++t_->counters_.links_joined;
-  t_->log_->info("tcp: stream {} to peer {} joined over link {}", id, peer_name_, link);
+  t_->log_->info("tcp: stream {} to peer {} joined over link {}", j.id, peer_name_, j.link);
   alone_ns_ = 0;
   asked_ = false;
-  return Status();
+  return false;
 }
 
 Result<bool> TcpEndpoint::join_accepted(Fd& fd, const FrameHeader& hello) {
@@ -319,7 +385,8 @@ Result<bool> TcpEndpoint::join_accepted(Fd& fd, const FrameHeader& hello) {
     return Status(Code::kProtocolError, "tcp: peer " + peer_name_ + " joined stream " +
                                             std::to_string(id) + ", which is not a new one");
   }
-  GW_RETURN_IF_ERROR(add_stream(std::move(fd), nullptr, streams_.size(), 0));
+  GW_RETURN_IF_ERROR(add_stream(std::move(fd), nullptr, streams_.size(),
+                                static_cast<uint32_t>(hello.msg_len % nlinks_)));
   streams_.back()->id = id;
   ++t_->counters_.links_joined;
   t_->log_->info("tcp: peer {} joined stream {}", peer_name_, id);
@@ -372,9 +439,14 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
   s.state = Stream::Link::kOut;
   ++t_->counters_.links_out;
   // Every chunk it holds goes again, marked with where it was first sent.
+  std::vector<uint32_t> reack;
   for (size_t k = 0; k < s.txq.size(); ++k) {
     Chunk c = s.txq.at(k);
-    if (c.send_slot < 0) continue;  // heartbeats and acks are not sent again
+    if (c.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {
+      reack.push_back(static_cast<uint32_t>(c.hdr.offset));  // may be lost with the link
+      continue;
+    }
+    if (c.send_slot < 0) continue;  // heartbeats are not sent again
     if (c.stage_slot >= 0) {
       release_tx_slot(s, c);  // staged again on the stream that takes it
       c.payload = nullptr;
@@ -408,6 +480,12 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
                   s.link, peer_name_, why, up);
   }
   if (active_) next_join_ns_ = 0;  // replace it at the next check
+  for (uint32_t id : reack) {
+    if (Stream* z = by_id(id)) {
+      z->rx_acked = 0;
+      send_ack(*z, true);
+    }
+  }
   if (s.rx_closed) {
     down(s);
   } else if (tell) {

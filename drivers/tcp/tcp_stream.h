@@ -83,6 +83,7 @@ struct Stream : PollItem {
   uint64_t rx_acked = 0;    // what our last kAck said
   uint64_t max_seq = 0;     // the highest message it carried (it carries them in order)
   uint64_t moved_ns = 0;    // last time `kacked` moved, or it had nothing outstanding
+  uint64_t stuck = 0;       // bytes sent, not acknowledged by the kernel at the last check
   bool unwritten() const { return txq.size() > sent; }
 };
 
