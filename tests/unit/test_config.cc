@@ -157,6 +157,12 @@ TEST(Kvargs, ParsesAndRejects) {
   EXPECT_FALSE(parse_kvargs("a=1,a=2", valid, "test").ok());
   EXPECT_FALSE(parse_kvargs("c=1", valid, "test").ok());
   EXPECT_TRUE(parse_kvargs("", valid, "test")->empty());
+  // A list value goes on after commas until the next key=value (tcp:ifaces=eth0,eth1,...).
+  auto list = parse_kvargs("a=eth0,eth1,eth2,b=2", valid, "test");
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  EXPECT_EQ(list->at("a"), "eth0,eth1,eth2");
+  EXPECT_EQ(list->at("b"), "2");
+  EXPECT_FALSE(parse_kvargs("eth0,a=1", valid, "test").ok()) << "a list item before any key";
 }
 
 TEST(Config, DumpIsValidTomlOfEveryKey) {
