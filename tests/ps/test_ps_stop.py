@@ -53,7 +53,10 @@ def reported(lines):
     said = {}
     for t, l in lines:
         if l.startswith("gw-ps-train: "):
-            who = next((w for w in SURVIVORS if f"ps {w}:" in l), None)
+            # The rank reporting is named first ("ps worker rank 2: ps server rank 0: told by
+            # worker rank 1: ..." is worker 2's line, relayed by the server).
+            at = [(l.find(f"ps {w}:"), w) for w in SURVIVORS if f"ps {w}:" in l]
+            who = min(at)[1] if at else None
             if who is not None and who not in said:
                 said[who] = (t, l)
     return said
