@@ -439,14 +439,9 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
   s.state = Stream::Link::kOut;
   ++t_->counters_.links_out;
   // Every chunk it holds goes again, marked with where it was first sent.
-  std::vector<uint32_t> reack;
   for (size_t k = 0; k < s.txq.size(); ++k) {
     Chunk c = s.txq.at(k);
-    if (c.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {
-      reack.push_back(static_cast<uint32_t>(c.hdr.offset));  // may be lost with the link
-      continue;
-    }
-    if (c.send_slot < 0) continue;  // heartbeats are not sent again
+    if (c.send_slot < 0) continue;  // heartbeats and acks are not sent again (see below)
     if (c.stage_slot >= 0) {
       release_tx_slot(s, c);  // staged again on the stream that takes it
       c.payload = nullptr;
@@ -480,11 +475,11 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
                   s.link, peer_name_, why, up);
   }
   if (active_) next_join_ns_ = 0;  // replace it at the next check
-  for (uint32_t id : reack) {
-    if (Stream* z = by_id(id)) {
-      z->rx_acked = 0;
-      send_ack(*z, true);
-    }
+  // Acks it carried (queued, or written but unread: the peer stops reading it at our first
+  // re-sent chunk) are lost: every stream's goes again on the others.
+  for (auto& z : streams_) {
+    z->rx_acked = 0;
+    send_ack(*z, true);
   }
   if (s.rx_closed) {
     down(s);
