@@ -76,6 +76,9 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   void links_check(uint64_t now);
   /// A stream of ours is unusable (`why`): what it holds goes to the others.
   void lose(Stream& s, const std::string& why);
+  /// The peer closed `s` (`between`: between frames) or it broke: we read it no more; when
+  /// every stream is closed, the peer left.
+  void links_eof(Stream& s, bool between);
   /// An error a link gives (timed out, unreachable) rather than the peer's process (reset).
   static bool link_error(int err) {
     return err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == ENETDOWN;

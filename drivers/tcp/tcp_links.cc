@@ -434,6 +434,20 @@ void TcpEndpoint::inject_fault() {
 
 void TcpEndpoint::lose(Stream& s, const std::string& why) { retire(s, why); }
 
+void TcpEndpoint::links_eof(Stream& s, bool between) {
+  // A dead link sends no FIN: the peer's process closed it, or it gave the stream up. Mid-frame
+  // on a stream still in use, the peer died sending; once every stream is closed, it left.
+  if (s.state == Stream::Link::kUp && !between && !fresh(s)) {
+    fail(stream_error(s, "closed the connection", 0));
+    return;
+  }
+  retire(s, "the peer closed it", true, false);
+  close_rx(s);
+  bool all = true;
+  for (auto& o : streams_) all &= o->eof;
+  if (all && !failed()) fail(stream_error(s, "closed the connection", 0), true);
+}
+
 void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn) {
   if (s.state != Stream::Link::kUp) return;
   s.state = Stream::Link::kOut;
@@ -466,9 +480,10 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
     // Until one joins (links_check; the peer may join one too), what it held waits.
     if (!alone_ns_) alone_ns_ = now_ns();
     need_stream();
-    t_->log_->warn(
-        "tcp: stream {} (link {}) to peer {} given up ({}) was the last; joining another", s.id,
-        s.link, peer_name_, why);
+    t_->log_->log(warn ? spdlog::level::warn : spdlog::level::debug,
+                  "tcp: stream {} (link {}) to peer {} given up ({}) was the last; joining "
+                  "another",
+                  s.id, s.link, peer_name_, why);
   } else {
     t_->log_->log(warn ? spdlog::level::warn : spdlog::level::debug,
                   "tcp: stream {} (link {}) to peer {} given up: {}; {} stream(s) carry on", s.id,

@@ -55,29 +55,20 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
     const bool between = s.rx == Stream::Rx::kHeader && s.stage_end == s.stage_begin;
     s.eof = between;
     s.readable = false;
-    if (links() && s.state != Stream::Link::kUp) {  // given up: the peer closed its end too
-      s.eof = true;
-      close_rx(s);
+    if (links()) {
+      links_eof(s, between);
       return false;
     }
-    // Several links: a dead link sends no FIN; the peer's process closed it (as above).
     bool all = between;
     for (auto& o : streams_) all &= o->eof;
-    if (links() && (between || fresh(s)) && !all) {  // the others say whether the peer left
-      s.eof = true;
-      retire(s, "the peer closed it", true, false);
-      close_rx(s);
-    } else if (all || !between) {
-      fail(stream_error(s, "closed the connection", 0), all);
-    }
+    if (all || !between) fail(stream_error(s, "closed the connection", 0), all);
   } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
     s.readable = false;
   } else if (errno != EINTR) {
     // Several links: a link's error, or a stream we gave up whose far end the peer closed.
     if (links() && (link_error(errno) || s.state != Stream::Link::kUp || fresh(s))) {
-      s.eof = true;
       lose(s, errno_text(errno));
-      close_rx(s);
+      links_eof(s, true);
     } else {
       fail(stream_error(s, "reset the connection", errno));
     }
