@@ -179,7 +179,10 @@ void TcpEndpoint::send_ack(Stream& s, bool now) {
   if (!via || via->txq.full()) return;
   s.rx_acked = s.rx_ackable;
   push_frame(*via, Chunk{make_ack(s.id, s.rx_acked, next_match_), nullptr, -1, 0, nullptr, -1, 0});
-  if (via->writable) flush(*via);
+  // Out now, even if the last write filled the socket: the peer's send completes on it, and
+  // our caller may stop driving this transport once its own requests are done.
+  via->writable = true;
+  flush(*via);
 }
 
 bool TcpEndpoint::take_resent(const FrameHeader& h) {
