@@ -69,4 +69,4 @@ done
 echo
 echo "## A link cut mid-transfer (2 hosts x 2 links, 5 s, host 2's link 1 down at 1.5 s for 1.5 s)"
 echo
-bash tests/cluster/test_tcp_links.sh "$cluster" "$perf" 2>&1 | grep -E "^cluster-tcp-links|FAILED"
+bash tests/cluster/test_links_cut.sh "$cluster" "$perf" tcp 2>&1 | grep -E "^cluster-tcp-links|FAILED"

@@ -22,15 +22,24 @@ namespace gw::drv::dpdk {
 Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
                                                          Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
+  AddrPayload a;
   if (p.remote.driver() != "dpdk" || p.remote.version() != kAddrVersion ||
-      p.remote.payload().size() != kAddrPayload) {
+      !decode_addr(p.remote.payload().data(), p.remote.payload().size(), &a)) {
     return Status(Code::kInvalidArgument, "dpdk: address of " + who + " is for driver '" +
-                                              std::string(p.remote.driver()) +
-                                              "' (both sides must use the same transport)");
+                                              std::string(p.remote.driver()) + "' version " +
+                                              std::to_string(p.remote.version()) +
+                                              " (both sides must use the same transport and "
+                                              "gradwire version)");
   }
-  const AddrPayload a = decode_addr(p.remote.payload().data());
   PeerAddr peer;
-  std::memcpy(peer.mac.addr_bytes, a.mac, 6);
+  std::memcpy(peer.mac.addr_bytes, a.mac[0], 6);
+  // Link k faces the peer's link k: as many links as both have.
+  peer.links = static_cast<uint8_t>(std::min<int>(a.links, links()));
+  for (int k = 0; k < peer.links; ++k) std::memcpy(peer.macs[k].addr_bytes, a.mac[k], 6);
+  if (a.links != links()) {
+    log_->warn("dpdk: {} has {} links and this transport {}: {} used (dpdk.ifaces)", who, a.links,
+               links(), peer.links);
+  }
   peer.ip = a.ip;
   peer.port = a.port;
   if (a.ring != kNoRing) {

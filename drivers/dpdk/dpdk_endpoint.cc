@@ -34,6 +34,7 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   msg_map_.assign(rwin_, -1);
   core_.init(&t->core(), this, static_cast<size_t>(o.max_outstanding), rwin_, this);
   rto_ = std::max<uint64_t>(o.rto_min_ns, 10'000'000);  // until the first RTT sample
+  links_.init(peer_.links);
 
   // Ethernet / IPv4 / UDP template; lengths and checksums are filled per frame.
   auto* eth = reinterpret_cast<rte_ether_hdr*>(hdr_template_);
@@ -53,7 +54,7 @@ DpdkEndpoint::DpdkEndpoint(DpdkTransport* t, const ConnectParams& p, uint32_t co
   last_rx_ = last_tx_ = t->now();
 }
 
-void DpdkEndpoint::send_control(PktType type) {
+void DpdkEndpoint::send_control(PktType type, int link) {
   WireHdr* h;
   rte_mbuf* m = t_->alloc_frame(*this, type, &h);
   if (!m) return;
@@ -77,7 +78,7 @@ void DpdkEndpoint::send_control(PktType type) {
     fill_ack(h, nullptr);
   }
   last_tx_ = t_->now();
-  t_->send_frame(*this, m);
+  t_->send_frame(*this, m, link >= 0 ? static_cast<uint8_t>(link) : links_.control(rx_link_));
 }
 
 DpdkEndpoint::~DpdkEndpoint() {

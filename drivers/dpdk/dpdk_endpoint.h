@@ -23,12 +23,15 @@
 
 namespace gw::drv::dpdk {
 
-/// Where a peer is: MAC, IPv4 and UDP port (network order), transmit queue.
+/// Where a peer is: MAC, IPv4 and UDP port (network order), transmit queue; the MAC of
+/// each link both sides have (macs[0] == mac).
 struct PeerAddr {
   rte_ether_addr mac{};
   uint32_t ip = 0;
   uint16_t port = 0;
   uint16_t txq = 0;
+  uint8_t links = 1;
+  rte_ether_addr macs[kMaxLinks]{};
 };
 
 class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
@@ -63,7 +66,17 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   void pump();
   void timers(uint64_t now);
   void send_ack();
-  void send_control(PktType type);
+  /// On link `link`; -1: the one the peer's data last came in on, if this side takes it.
+  void send_control(PktType type, int link = -1);
+  // --- several links (dpdk_links.cc) ---
+  /// A probe on `link`: answered on it, or its answer (the link carries again).
+  void on_probe(const WireHdr& h, uint8_t link);
+  /// A probe (or, `answer`, its answer) on `link`.
+  void send_probe(uint8_t link, bool answer);
+  /// Takes out a link that owes acks too long, sending its packets again; probes dead ones.
+  void check_links(uint64_t now);
+  /// A packet of the peer's came in on `link` (control frames go back on it).
+  void rx_on(uint8_t link) { rx_link_ = link; }
   // --- device-memory staging (dpdk_staging.cc) ---
   /// The staged window of device send `s` at seg_off_ (staging more ahead while slots are
   /// free): its bytes and how many of them are left. False: not staged yet (pump later).
@@ -115,6 +128,12 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   using TxPkt = ep_state::TxPkt;
   using RxSlot = ep_state::RxSlot;
   bool transmit(uint32_t seq);
+  /// The link for (re)sending packet p, its accounting moved there.
+  uint8_t route(ep_state::TxPkt& p);
+  void acked_on_link(ep_state::TxPkt& p) {
+    if (p.on_link) links_.left(p.link, true);
+    p.on_link = false;
+  }
   uint32_t fill_ack(WireHdr* h, uint64_t* ext);
   uint64_t held_bits(uint32_t seq) const;
   void complete_sends();
@@ -169,6 +188,8 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   uint32_t sacked_ = 0;       // packets in [snd_una_, snd_nxt_) selectively acknowledged
   uint32_t high_sacked_ = 0;  // the highest packet selectively acknowledged so far
   std::vector<TxPkt> inflight_;
+  EpLinks links_;
+  uint8_t rx_link_ = 0;
   uint64_t srtt_ = 0, rttvar_ = 0, rto_ = 0;
   int backoff_ = 0;
   uint64_t last_advance_ = 0;  // when snd_una_ last moved (restarts the retransmission timer)

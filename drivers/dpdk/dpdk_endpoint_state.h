@@ -37,7 +37,9 @@ struct TxPkt {
   uint16_t len = 0;
   uint16_t batch = 0;  // messages in a kBatch packet (0: kData)
   uint8_t tries = 0;
+  uint8_t link = 0;  // where it was last sent (several links)
   bool sacked = false, fast = false;
+  bool on_link = false;  // counted in flight on `link`
 };
 struct RxSlot {
   WireHdr h{};

@@ -68,6 +68,18 @@ constexpr auto kPortOptions = std::to_array<Opt>({
               "client elsewhere; for two-rank memif runs such as gw-coll-perf --ranks 2)"),
     Opt::text("socket", "", to<&Settings::socket>, "memif socket path appended to dpdk.vdev"),
     Opt::text("iface", "", to<&Settings::iface>, "af_packet interface appended to dpdk.vdev"),
+    Opt::text("ifaces", "", to<&Settings::choices, &Choices::ifaces>,
+              "several links: one port per interface (comma-separated, at most 4), of the "
+              "kind dpdk.vdev names (net_af_packet if empty; its arguments apply to each); "
+              "link k faces the peer's link k, and each message is sprayed over all of them"),
+    Opt::integer("link_timeout_ms", "500", 10, kHour,
+                 scaled<1'000'000, &Settings::opts, &Options::link_timeout_ns>,
+                 "several links: one whose packets go unacknowledged this long while it "
+                 "carries data is taken out and its packets sent again on the others"),
+    Opt::integer("link_probe_ms", "100", 1, kHour,
+                 scaled<1'000'000, &Settings::opts, &Options::link_probe_ns>,
+                 "several links: how often a link taken out is probed (it carries again once "
+                 "a probe comes back)"),
     Opt::text("ring", "", to<&Settings::port, &PortOptions::ring_bus>,
               "in-process ring bus name: every transport of this process on the bus can reach "
               "the others"),

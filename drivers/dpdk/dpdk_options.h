@@ -25,6 +25,7 @@ struct Options {
   uint64_t max_message = 0;
   uint64_t rto_min_ns = 0, rto_max_ns = 0, peer_timeout_ns = 0, heartbeat_ns = 0;
   uint64_t linger_ns = 0;
+  uint64_t link_timeout_ns = 0, link_probe_ns = 0;  ///< several links (dpdk_links.h)
   bool checksum = true;
   bool zero_copy = false;
   bool incast_credits = true;  ///< receiver-driven credits (dpdk_credit.h)
@@ -38,6 +39,7 @@ struct Options {
 struct Choices {
   int64_t window = 0;
   std::string checksum, zero_copy, ip;
+  std::string ifaces;  ///< several links: one port per interface
   FaultProbs rx, tx;
   uint64_t fault_seed = 0;
 };

@@ -77,6 +77,7 @@ void DpdkTransport::timers() {
 }
 
 void DpdkTransport::rx_burst() {
+  if (!extra_.empty()) rx_links();
   uint16_t n = rte_eth_rx_burst(port_->id(), 0, rx_pkts_.data(), kBurst);
   if (n == 0) return;
   last_frame_rx_ = now_;
@@ -111,7 +112,7 @@ bool batch_ok(const rte_mbuf* m, const WireHdr& h, uint64_t max_msg) {
 constexpr auto kPayOff = static_cast<uint32_t>(kHdrsLen);
 
 // Checks one frame and hands it to its endpoint; frees it unless the endpoint keeps it.
-void DpdkTransport::handle_frame(rte_mbuf* m) {
+void DpdkTransport::handle_frame(rte_mbuf* m, uint8_t link) {
   ++counters_.pkts_received;
   auto drop = [&](uint64_t& counter) {
     ++counter;
@@ -121,7 +122,7 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   const auto* eth = reinterpret_cast<const rte_ether_hdr*>(f);
   if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) return drop(counters_.not_for_us);
-  if (!rte_is_same_ether_addr(&eth->dst_addr, &mac_) &&
+  if (!rte_is_same_ether_addr(&eth->dst_addr, link ? &extra_[link - 1].mac : &mac_) &&
       !rte_is_broadcast_ether_addr(&eth->dst_addr))
     return drop(counters_.not_for_us);
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + kEthLen);
@@ -157,6 +158,7 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
   if (!ep || ep->failed() || !ep->from_peer(ip->src_addr, udp->src_port, h.src_conn))
     return drop(counters_.unknown_conn);
   ep->last_rx_ = now_;
+  ep->rx_on(link);
   switch (static_cast<PktType>(h.type)) {
     case PktType::kData:
     case PktType::kBatch:
@@ -179,6 +181,9 @@ void DpdkTransport::handle_frame(rte_mbuf* m) {
     }
     case PktType::kFin:
       ep->on_fin(h);
+      break;
+    case PktType::kProbe:
+      ep->on_probe(h, link);
       break;
     case PktType::kSyn:
       break;
@@ -210,7 +215,7 @@ rte_mbuf* DpdkTransport::alloc_frame(const DpdkEndpoint& ep, PktType type, WireH
   return m;
 }
 
-void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m) {
+void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t link) {
   auto* f = rte_pktmbuf_mtod(m, uint8_t*);
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f + kEthLen);
   auto* udp = reinterpret_cast<rte_udp_hdr*>(f + kEthLen + kIpLen);
@@ -222,6 +227,8 @@ void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m) {
   udp->dgram_cksum = 0;
   if (opts_.checksum) udp->dgram_cksum = udp_cksum(m, ip, kEthLen + kIpLen);
   ++counters_.pkts_sent;
+  if (link != 0) [[unlikely]]
+    return queue_on_link(ep, m, link);
   auto& q = txq_[ep.peer().txq];
   q.push_back(m);
   if (q.size() >= kBurst) flush_tx();
@@ -249,6 +256,7 @@ void DpdkTransport::flush_tx() {
     }
     q.clear();
   }
+  if (!extra_.empty()) flush_links();
 }
 
 }  // namespace gw::drv::dpdk

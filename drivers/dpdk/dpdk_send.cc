@@ -86,7 +86,7 @@ void DpdkEndpoint::pump() {
     p.msg_id = msg_tx_;
     p.batch = 0;
     p.tries = 0;
-    p.sacked = p.fast = false;
+    p.sacked = p.fast = p.on_link = false;
     if (!transmit(snd_nxt_)) return;  // out of mbufs: try again on the next poll
     if (s.dev && p.len == room) tx_window_sent(snd_nxt_);
     seg_off_ += p.len;
@@ -198,7 +198,7 @@ bool DpdkEndpoint::transmit(uint32_t seq) {
   p.sent = t_->now();
   last_tx_ = p.sent;
   t_->counters_.bytes_sent += p.len;
-  t_->send_frame(*this, m);
+  t_->send_frame(*this, m, links_.many() ? route(p) : 0);
   return true;
 }
 
@@ -228,14 +228,16 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
     // the loss recovery, not the round trip (it drove the RTO to its 200 ms cap at 5 % loss).
     bool resent = false;
     for (uint32_t s = snd_una_; s != h.ack; ++s) {
-      const TxPkt& p = inflight_[s & mask_];
+      TxPkt& p = inflight_[s & mask_];
       resent |= p.tries > 1;
       sacked_ -= p.sacked;
+      if (links_.many()) acked_on_link(p);
     }
     const TxPkt& last = inflight_[(h.ack - 1) & mask_];
     if (!resent) rtt_sample(t_->now() - last.sent);
     grow_window(static_cast<uint32_t>(adv));
     snd_una_ = h.ack;
+    if (snd_una_ == snd_nxt_ && links_.many()) links_.idle();
     backoff_ = 0;
     last_advance_ = t_->now();
     if (!tx_wins_.empty()) release_tx_windows();
@@ -251,6 +253,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
       if (seq_diff(s, snd_nxt_) >= 0) break;
       TxPkt& p = inflight_[s & mask_];
       sacked_ += !p.sacked;
+      if (!p.sacked && links_.many()) acked_on_link(p);
       p.sacked = true;
       highest = s;
     }
@@ -263,14 +266,18 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
 // Fast retransmit: a hole with at least three held packets after it was lost, not late.
 // A hole already resent this way is resent again once that copy had two round trips to
 // be acknowledged (it was lost too), instead of waiting for the retransmission timer.
+// Several links: packets of different links overtake each other, so only later packets of
+// the hole's own link count (each link keeps its order).
 void DpdkEndpoint::fast_retransmit(uint32_t highest) {
   const uint64_t now = t_->now(), again = 2 * srtt_ + kFastAgainSlackNs;
-  int after = 0;
+  const bool many = links_.many();
+  int after = 0, on[kMaxLinks] = {};
   for (uint32_t s = highest; seq_diff(s, snd_una_) >= 0; --s) {
     TxPkt& p = inflight_[s & mask_];
     if (p.sacked) {
       ++after;
-    } else if (after >= 3 && (!p.fast || now - p.sent >= again)) {
+      on[p.link] += many;
+    } else if ((many ? on[p.link] : after) >= 3 && (!p.fast || now - p.sent >= again)) {
       p.fast = true;
       ++t_->counters_.fast_retransmits;
       on_loss(s);
@@ -354,6 +361,7 @@ void DpdkEndpoint::timers(uint64_t now) {
     return;
   }
   retransmit_timed_out(now);
+  if (links_.many()) check_links(now);
   const bool pending = !sends_.empty() || core_.posted() > 0 || t_->core().any_posted() > 0;
   if (pending && now - last_rx_ > o.peer_timeout_ns) {
     fail(Status(Code::kRemoteError,
@@ -366,7 +374,9 @@ void DpdkEndpoint::timers(uint64_t now) {
   }
   if (now - last_tx_ >= o.heartbeat_ns) {
     ++t_->counters_.heartbeats;
-    send_control(PktType::kAck);
+    // On every live link: the peer hears us while the link its data came in on is down.
+    for (int k = 0; k < links_.n(); ++k)
+      if (!links_.dead(k)) send_control(PktType::kAck, k);
   }
 }
 

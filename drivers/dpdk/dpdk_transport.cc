@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -26,6 +27,37 @@
 
 namespace gw::drv::dpdk {
 
+namespace {
+// dpdk.ifaces: link 0's vdev "<kind>0<args>;iface=<first>" from dpdk.vdev (its kind and
+// arguments; net_af_packet when empty). Links 1.. are made alike by open_links.
+Status links_vdev(const std::string& list, PortOptions* po, std::vector<std::string>* ifaces,
+                  std::string* kind, std::string* args) {
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) ifaces->push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  const size_t cut = po->vdev.find_first_of(";,");
+  std::string name = po->vdev.substr(0, cut);
+  while (!name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))) name.pop_back();
+  *kind = name.empty() ? "net_af_packet" : name;
+  *args = cut == std::string::npos ? "" : po->vdev.substr(cut);
+  std::replace(args->begin(), args->end(), ',', ';');
+  auto bad = [&](const std::string& why) {
+    return Status(Code::kInvalidArgument, "dpdk.ifaces = '" + list + "': " + why);
+  };
+  if (ifaces->empty() || ifaces->size() > static_cast<size_t>(kMaxLinks))
+    return bad("give 1 to " + std::to_string(kMaxLinks) + " interfaces");
+  if (*kind != "net_af_packet" && *kind != "net_af_xdp")
+    return bad("several links take net_af_packet or net_af_xdp ports, not " + *kind);
+  if (!po->ring_bus.empty() || !po->device.empty()) return bad("not with dpdk.ring or dpdk.device");
+  if (args->find("iface=") != std::string::npos)
+    return bad("name the interfaces in dpdk.ifaces only (not dpdk.iface or the vdev's iface=)");
+  po->vdev = *kind + "0" + *args + ";iface=" + ifaces->front();
+  return Status();
+}
+}  // namespace
+
 Result<std::unique_ptr<Transport>> DpdkTransport::open(const Config& cfg) {
   std::unique_ptr<DpdkTransport> t(new DpdkTransport());
   GW_RETURN_IF_ERROR(t->init(cfg));
@@ -37,6 +69,10 @@ Status DpdkTransport::init(const Config& cfg) {
   PortOptions po;
   Choices ch;
   GW_RETURN_IF_ERROR(read_options(cfg, &po, &opts_, &ch));
+  std::vector<std::string> ifaces;
+  std::string link_kind, link_args;
+  if (!ch.ifaces.empty())
+    GW_RETURN_IF_ERROR(links_vdev(ch.ifaces, &po, &ifaces, &link_kind, &link_args));
   po.vdev = vdev_with_defaults(po.vdev, &po.mtu);
   GW_RETURN_IF_ERROR(check_xdp_prog(po.vdev, ntohs(opts_.udp_port)));
   wait_for_memif_server(po.vdev);
@@ -68,6 +104,7 @@ Status DpdkTransport::init(const Config& cfg) {
   GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   GW_RETURN_IF_ERROR(eal_init(cfg));
   GW_ASSIGN_OR_RETURN(port_, Port::open(po));
+  if (ifaces.size() > 1) GW_RETURN_IF_ERROR(open_links(po, link_kind, link_args, ifaces));
   mac_ = port_->mac();
   if (port_->is_ring() || rte_is_zero_ether_addr(&mac_)) {
     // Ring ports have no MAC of their own: make a locally administered one per slot.
@@ -131,17 +168,22 @@ Status DpdkTransport::init(const Config& cfg) {
   }
 
   AddrPayload mine;
-  std::memcpy(mine.mac, mac_.addr_bytes, 6);
+  mine.links = static_cast<uint8_t>(links());
+  for (uint8_t k = 0; k < mine.links; ++k) std::memcpy(mine.mac[k], link_mac(k).addr_bytes, 6);
   mine.ip = opts_.ip;
   mine.port = opts_.udp_port;
   mine.ring = port_->is_ring() ? static_cast<uint8_t>(port_->ring_index()) : kNoRing;
-  uint8_t payload[kAddrPayload];
+  uint8_t payload[kAddrMax];
   encode_addr(mine, payload);
-  GW_ASSIGN_OR_RETURN(addr_, Address::make("dpdk", kAddrVersion, {payload, kAddrPayload}));
+  GW_ASSIGN_OR_RETURN(addr_, Address::make("dpdk", kAddrVersion, {payload, addr_size(mine.links)}));
 
   props_.name = "dpdk";
   props_.device = port_->name() + " (" + port_->driver() + ")";
   props_.link_speed_mbps = port_->speed_mbps();
+  for (const LinkPort& l : extra_) {
+    props_.device += ", " + l.port->name();
+    props_.link_speed_mbps += l.port->speed_mbps();
+  }
   if (opts_.zero_copy) props_.zero_copy_kinds = {MemKind::kHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
@@ -214,6 +256,7 @@ DpdkTransport::~DpdkTransport() {
     for (rte_mbuf* m : q) rte_pktmbuf_free(m);
     q.clear();
   }
+  free_links();
 }
 
 void DpdkTransport::endpoint_gone(DpdkEndpoint* ep) {
@@ -279,6 +322,10 @@ std::map<std::string, uint64_t> DpdkTransport::driver_stats() const {
           {"syn_dropped", c.syn_dropped},
           {"staged_tx_bytes", c.staged_tx_bytes},
           {"staged_rx_bytes", c.staged_rx_bytes},
+          {"links_down", c.links_down},
+          {"links_up", c.links_up},
+          {"link_probes", c.link_probes},
+          {"link_resent", c.link_resent},
           {"fault_rx_dropped", rf.dropped},
           {"fault_rx_duplicated", rf.duplicated},
           {"fault_rx_reordered", rf.reordered},

@@ -14,6 +14,7 @@
 
 #include "dpdk_credit.h"
 #include "dpdk_fault.h"
+#include "dpdk_links.h"
 #include "dpdk_options.h"
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
@@ -79,8 +80,11 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   void endpoint_gone(DpdkEndpoint* ep);
   /// A header mbuf with Ethernet/IPv4/UDP/gradwire headers for `ep`, payload to follow.
   rte_mbuf* alloc_frame(const DpdkEndpoint& ep, PktType type, WireHdr** hdr);
-  /// Finish (lengths, checksums) and queue a frame built by alloc_frame.
-  void send_frame(const DpdkEndpoint& ep, rte_mbuf* m);
+  /// Finish (lengths, checksums) and queue a frame built by alloc_frame, on link `link`.
+  void send_frame(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t link = 0);
+  /// Ports this transport drives (dpdk.ifaces; 1 otherwise).
+  int links() const { return 1 + static_cast<int>(extra_.size()); }
+  const rte_ether_addr& link_mac(uint8_t link) const;
   void flush_tx();
   rte_mempool* tx_pool() const { return port_->tx_pool(); }
   bool link_up() const { return port_->link_up(); }
@@ -105,6 +109,7 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
     uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
     uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
+    uint64_t links_down = 0, links_up = 0, link_probes = 0, link_resent = 0;
   };
 
  private:
@@ -119,7 +124,14 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   DpdkTransport() = default;
   Status init(const Config& cfg);
   void rx_burst();
-  void handle_frame(rte_mbuf* m);
+  void handle_frame(rte_mbuf* m, uint8_t link = 0);
+  // dpdk.ifaces (dpdk_links.cc): the ports after the first, named <kind><k><args>;iface=...
+  Status open_links(const PortOptions& po, const std::string& kind, const std::string& args,
+                    const std::vector<std::string>& ifaces);
+  void rx_links();
+  void queue_on_link(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t link);
+  void flush_links();
+  void free_links();
   /// `pay`: the SYN's h.seg_len bytes of authentication (wire version 4).
   void handle_syn(const WireHdr& h, const uint8_t* frame, const uint8_t* pay);
   void timers();
@@ -129,8 +141,9 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   void prefault_shared(const Deadline& deadline);
 
   Options opts_;
-  auth::KeyPtr key_;            // the job's key (null: none), read once at init
-  std::unique_ptr<Port> port_;  // destroyed last: mbufs everywhere else come from its pools
+  auth::KeyPtr key_;             // the job's key (null: none), read once at init
+  std::unique_ptr<Port> port_;   // destroyed last: mbufs everywhere else come from its pools
+  std::vector<LinkPort> extra_;  // links 1.. (dpdk.ifaces); their frames come from port_'s pool
   rte_ether_addr mac_{};
   struct ConnSlot {
     DpdkEndpoint* ep = nullptr;

@@ -11,13 +11,18 @@
 /// or once answered the dialler's proof; a SYN-ACK the ServerHello, or once the proof was
 /// checked the verdict. The acceptor delivers nothing before the proof passed.
 ///
-/// Address payload (after the 9-byte Address header): MAC (6), IPv4 (4, network order),
-/// UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus).
+/// kProbe (same version): a link taken out is probed on it (dpdk_links.h).
+///
+/// Address payload (after the 9-byte Address header), version 2: MAC (6), IPv4 (4, network
+/// order), UDP port (2, network order), ring-bus index (1; 0xff when not on a ring bus), the
+/// number of links K (1), then the MAC of links 1..K-1 (6 each).
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+
+#include "dpdk_links.h"
 
 namespace gw::drv::dpdk {
 
@@ -27,32 +32,41 @@ inline constexpr uint32_t kMagic = 0x31445747;  // "GWD1"
 inline constexpr uint8_t kVersion = 4;
 /// SYN / SYN-ACK payloads (gw_auth.h kClientHello, kMac, kServerHello, kVerdict).
 inline constexpr size_t kSynHello = 40, kSynProof = 32, kSynAckHello = 72, kSynAckVerdict = 4;
-inline constexpr uint8_t kAddrVersion = 1;
-inline constexpr size_t kAddrPayload = 13;
+inline constexpr uint8_t kAddrVersion = 2;
+inline constexpr size_t kAddrBase = 14;
+inline constexpr size_t kAddrMax = kAddrBase + 6 * (kMaxLinks - 1);
 inline constexpr uint8_t kNoRing = 0xff;
+/// The payload size of an address with `links` links.
+constexpr size_t addr_size(int links) { return kAddrBase + 6 * static_cast<size_t>(links - 1); }
 
-/// A transport's Address payload (kAddrPayload bytes): MAC, IPv4 and UDP port in network
-/// order, its ring-bus slot or kNoRing.
+/// A transport's Address payload: MACs (link 0 first), IPv4 and UDP port in network order,
+/// its ring-bus slot or kNoRing.
 struct AddrPayload {
-  uint8_t mac[6] = {};
+  uint8_t mac[kMaxLinks][6] = {};
   uint32_t ip = 0;
   uint16_t port = 0;
   uint8_t ring = kNoRing;
+  uint8_t links = 1;
 };
+/// Writes addr_size(a.links) bytes.
 inline void encode_addr(const AddrPayload& a, uint8_t* p) {
-  std::memcpy(p, a.mac, 6);
+  std::memcpy(p, a.mac[0], 6);
   std::memcpy(p + 6, &a.ip, 4);
   std::memcpy(p + 10, &a.port, 2);
   p[12] = a.ring;
+  p[13] = a.links;
+  for (int k = 1; k < a.links; ++k) std::memcpy(p + kAddrBase + 6 * (k - 1), a.mac[k], 6);
 }
-/// `p` holds kAddrPayload bytes (the caller checked the size).
-inline AddrPayload decode_addr(const uint8_t* p) {
-  AddrPayload a;
-  std::memcpy(a.mac, p, 6);
-  std::memcpy(&a.ip, p + 6, 4);
-  std::memcpy(&a.port, p + 10, 2);
-  a.ring = p[12];
-  return a;
+/// @return false when `n` bytes are not an address of 1..kMaxLinks links.
+inline bool decode_addr(const uint8_t* p, size_t n, AddrPayload* a) {
+  if (n < kAddrBase || p[13] < 1 || p[13] > kMaxLinks || n != addr_size(p[13])) return false;
+  std::memcpy(a->mac[0], p, 6);
+  std::memcpy(&a->ip, p + 6, 4);
+  std::memcpy(&a->port, p + 10, 2);
+  a->ring = p[12];
+  a->links = p[13];
+  for (int k = 1; k < a->links; ++k) std::memcpy(a->mac[k], p + kAddrBase + 6 * (k - 1), 6);
+  return true;
 }
 /// Selective-ack words an ack may carry after its header (with the header's: 4096 packets).
 inline constexpr uint32_t kMaxSackWords = 63;
@@ -64,6 +78,7 @@ enum class PktType : uint8_t {
   kSynAck = 4,  ///< tag = key, dst_conn = dialler's id, src_conn = acceptor's id; auth
   kFin = 5,     ///< the sender closed the connection
   kBatch = 6,   ///< msg_len whole messages from msg_id on, each a BatchRec and its bytes
+  kProbe = 7,   ///< offset = link index; msg_len 0: is this link alive? 1: the answer
 };
 
 /// One message of a kBatch packet, followed by its `len` bytes.
@@ -132,6 +147,8 @@ inline const char* check_wire(const WireHdr& h, size_t payload, uint64_t max_msg
                  : "SYN-ACK without its authentication block";
     case PktType::kFin:
       return h.seg_len == 0 ? nullptr : "control packet with payload";
+    case PktType::kProbe:
+      return h.seg_len == 0 && h.offset < kMaxLinks && h.msg_len <= 1 ? nullptr : "bad link probe";
   }
   return "unknown packet type";
 }

@@ -27,9 +27,11 @@ struct Side {
 };
 
 inline Side side_of(const Transport& t) {
-  const auto a = drv::dpdk::decode_addr(t.address().payload().data());
+  drv::dpdk::AddrPayload a;
+  const auto& pay = t.address().payload();
+  if (!drv::dpdk::decode_addr(pay.data(), pay.size(), &a)) return Side{};
   Side s{};
-  std::memcpy(s.mac.addr_bytes, a.mac, 6);
+  std::memcpy(s.mac.addr_bytes, a.mac[0], 6);
   s.ip = a.ip;
   s.port = a.port;
   s.ring = a.ring;
