@@ -16,15 +16,27 @@ path for n ranks on H hosts of L ranks each, S bytes, link rate B:
         carries L of them: 2(H-1)/H S), allgather inside
   ps    BSP, W workers and k servers on hosts of their own: push S then pull S; a server's link
         and stack carry W S/k each way, a worker's S; the server sums W S/k
+  p2p   one stream of S bytes between two hosts
+K links per host (`links`: one count, or one per host; servers first): a flow between hosts a
+and b stripes over min(K_a, K_b) links, each at (1 - stripe_loss (K-1)) of its rate (the bed's
+striping cost, gw_model_net.py); ring and hier cross hosts at the narrowest hop, rd at the
+narrowest host, the PS through the incast term (its W workers into one server's K links).
+Incast (N senders into one downlink: goodput, share, latency) is gw_model_net.py.
 Usage:
   gw_model.py fit CALIB.jsonl [-o params.json]      fit and print each point: measured vs model
   gw_model.py predict [--params P] [--transport tcp] [--rate 1gbit] [--per-host L]
                       [--svg-dir DIR] [--ns 2,...] [--sizes 1K,...]
   gw_model.py check CALIB.jsonl [--tol 0.15]         exit 1 if a point is off by more than tol
   gw_model.py validate POINTS.jsonl [--params P]    measured vs predicted, without refitting
+  gw_model.py incast [--transport dpdk] [--senders 7] [--rate 1gbit] [--links K]
+                     [--sizes 64K,...] [--resent 0.12]   N -> 1: goodput, share, p50/p99, PS round
+  gw_model.py fit-net NET.jsonl [-o net.json]      the links/incast constants (stripe_loss,
+                                                   buffer_bytes) from NET's calibration points
+  gw_model.py validate-net NET.jsonl                links and incast: measured vs predicted
 A calibration line: {"transport": "tcp", "algo": "ring"|"rd"|"hier"|"ps", "hosts": H,
 "per_host": L, "rate_bps": 1e9 (0: no link, loopback), "bytes": S, "time_us": t, "servers": k,
-"cores": CPU cores of the machine the whole bed ran on (default 2)}.
+"cores": CPU cores of the machine the whole bed ran on (default 2), "links": K or [K per host]
+(default 1)}.
 Python standard library only (/usr/bin/python3).
 """
 import argparse
@@ -33,15 +45,22 @@ import math
 import os
 import sys
 
+import gw_model_net as net  # links and incast terms (beside this file)
+
 PARAMS = ("alpha", "beta", "kappa", "gamma")
 
 
-def features(algo, n, hosts, per_host, size, rate_bps, servers=1, share=1.0):
+def features(algo, n, hosts, per_host, size, rate_bps, servers=1, share=1.0, links=1,
+             stripe_loss=0.0):
     """(messages, host bytes, link seconds at kappa=1, reduced bytes) on the critical path.
     share: ranks per CPU core (>= 1); host and reduction work stretch by it, as on the test bed
-    where every rank of every namespace shares the machine's cores."""
+    where every rank of every namespace shares the machine's cores. links: K, or K per host."""
     f = _features(algo, n, hosts, per_host, size, rate_bps, servers)
     share = max(1.0, share)
+    if f[2] > 0 and algo == "ps":  # the incast term, which knows each host's links
+        f = f[:2] + (net.ps_link_seconds(n, servers, size, rate_bps, links, stripe_loss),) + f[3:]
+    elif f[2] > 0:
+        f = f[:2] + (f[2] / net.link_scale(algo, links, hosts, stripe_loss),) + f[3:]
     return f[0], f[1] * share, f[2], f[3] * share
 
 
@@ -68,6 +87,8 @@ def _features(algo, n, hosts, per_host, size, rate_bps, servers):
         k = servers
         busiest = 2 * max(S, workers * S / k)  # a worker's S each way, or a server's W S/k
         return (4, busiest, busiest * link, workers * S / k)
+    if algo == "p2p":
+        return 1, S, S * link, 0.0
     raise ValueError("unknown algorithm " + algo)
 
 
@@ -77,11 +98,13 @@ def combine(p, f):
     return p["alpha"] * f[0] + max(p["kappa"] * f[2], p["beta"] * f[1] + p["gamma"] * f[3])
 
 
-def predict(p, algo, n, hosts, per_host, size, rate_bps, servers=1, share=1.0):
-    return combine(p, features(algo, n, hosts, per_host, size, rate_bps, servers, share))
+def predict(p, algo, n, hosts, per_host, size, rate_bps, servers=1, share=1.0, links=1):
+    """p: one transport's constants (params.json), with its net.json ones merged in or not."""
+    return combine(p, features(algo, n, hosts, per_host, size, rate_bps, servers, share, links,
+                               p.get("stripe_loss", 0.0)))
 
 
-def point_features(pt):
+def point_features(pt, stripe_loss=0.0):
     H, L = pt["hosts"], pt.get("per_host", 1)
     if pt["algo"] == "ps":
         n = pt.get("workers", H * L - pt.get("servers", 1))
@@ -91,7 +114,8 @@ def point_features(pt):
     # the servers' work is the critical path, and the workers wait meanwhile.
     ranks = pt.get("servers", 1) if pt["algo"] == "ps" else H * L
     return features(pt["algo"], n, H, L, pt["bytes"], pt.get("rate_bps", 0),
-                    pt.get("servers", 1), ranks / pt.get("cores", 2))
+                    pt.get("servers", 1), ranks / pt.get("cores", 2), pt.get("links", 1),
+                    stripe_loss)
 
 
 def solve(rows, ys, active):
@@ -183,7 +207,8 @@ def load_points(path):
 
 def rel_errors(params, points):
     for p in points:
-        pred = combine(params[p["transport"]], point_features(p))
+        tp = params[p["transport"]]
+        pred = combine(tp, point_features(p, tp.get("stripe_loss", 0.0)))
         meas = p["time_us"] * 1e-6
         yield p, meas, pred, (pred - meas) / meas
 
@@ -236,15 +261,38 @@ def main(argv):
     pr.add_argument("--sizes", default="1K,64K,1M,16M,256M,1G,10G")
     pr.add_argument("--servers", default="1,4,16", help="PS server counts to compare")
     pr.add_argument("--svg-dir", help="write time/busbw plots here")
+    pr.add_argument("--links", type=int, default=1, help="links per host (K)")
+    pr.add_argument("--net", default=os.path.join(here, "net.json"))
+    ic = sub.add_parser("incast", help="N senders into one receiver, and the PS through it")
+    ic.add_argument("--params", default=os.path.join(here, "params.json"))
+    ic.add_argument("--net", default=os.path.join(here, "net.json"))
+    ic.add_argument("--transport", default="dpdk")
+    ic.add_argument("--senders", type=int, default=7)
+    ic.add_argument("--rate", default="1gbit")
+    ic.add_argument("--links", default="1", help="K, or K of the receiver,sender 1,...")
+    ic.add_argument("--sizes", default="64K,1M,16M")
+    ic.add_argument("--window", type=int, help="messages in flight per sender (default: "
+                    "gw-incast.sh's, 4, 2 from 4 MiB)")
+    ic.add_argument("--resent", type=float, default=0.0,
+                    help="share of packets re-sent (dpdk without receiver credits: ~0.12)")
+    ic.add_argument("--queue", type=float, default=0.005, help="downlink queue, seconds")
+    ic.add_argument("--cores", type=int, default=2)
+    fn = sub.add_parser("fit-net")
+    fn.add_argument("points")
+    fn.add_argument("--params", default=os.path.join(here, "params.json"))
+    fn.add_argument("-o", "--out")
+    vn = sub.add_parser("validate-net")
+    vn.add_argument("points")
+    vn.add_argument("--params", default=os.path.join(here, "params.json"))
+    vn.add_argument("--net", default=os.path.join(here, "net.json"))
+    vn.add_argument("--tol", type=float, default=0.15)
     a = ap.parse_args(argv)
     if a.cmd in ("fit", "check"):
         pts = load_points(a.calib)
         params = fit(pts)
         worst = report.print_fit(params, list(rel_errors(params, pts)))
         if a.cmd == "fit" and a.out:
-            with open(a.out, "w") as out:
-                json.dump(params, out, indent=1, sort_keys=True)
-                out.write("\n")
+            write_json(a.out, params)
         if a.cmd == "check" and worst > a.tol:
             print("gw-model: worst error %.1f %% is above %.0f %%" % (worst * 100, a.tol * 100))
             return 1
@@ -255,13 +303,41 @@ def main(argv):
         pts = [p for p in load_points(a.points) if p["transport"] in params]
         report.print_fit(params, list(rel_errors(params, pts)))
         return 0
+    if a.cmd == "fit-net":
+        nets = net.fit_net(params, net.load(a.points))
+        print(json.dumps(nets, indent=1, sort_keys=True))
+        if a.out:
+            write_json(a.out, nets)
+        return 0
+    nets = {}
+    if os.path.exists(a.net):
+        with open(a.net) as nf:
+            nets = json.load(nf)
+    if a.cmd == "validate-net":
+        pts = [p for p in net.load(a.points) if p["transport"] in params]
+        net.validate(params, nets, pts, a.tol)
+        return 0
     if a.transport not in params:
         raise SystemExit("gw-model: no parameters for transport %s in %s" % (a.transport, a.params))
-    report.predict_report(params[a.transport], a.transport, parse_rate(a.rate), a.per_host,
+    p = net.merged(params, nets, a.transport)
+    if a.cmd == "incast":
+        links = [int(x) for x in a.links.split(",")]
+        report.incast_report(p, a.transport, a.senders, parse_rate(a.rate),
+                             links[0] if len(links) == 1 else links,
+                             [parse_size(x) for x in a.sizes.split(",")], a.window, a.resent,
+                             a.queue, a.cores)
+        return 0
+    report.predict_report(p, a.transport, parse_rate(a.rate), a.per_host,
                           [int(x) for x in a.ns.split(",")],
                           [parse_size(x) for x in a.sizes.split(",")],
-                          [int(x) for x in a.servers.split(",")], a.svg_dir)
+                          [int(x) for x in a.servers.split(",")], a.svg_dir, a.links)
     return 0
+
+
+def write_json(path, obj):
+    with open(path, "w") as out:
+        json.dump(obj, out, indent=1, sort_keys=True)
+        out.write("\n")
 
 
 if __name__ == "__main__":

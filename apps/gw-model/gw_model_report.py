@@ -31,20 +31,21 @@ def print_fit(params, errs):
     return worst
 
 
-def times(p, n, L, size, rate, servers):
+def times(p, n, L, size, rate, servers, links=1):
     H = max(1, n // L)
-    t = {"ring": m.predict(p, "ring", n, H, L, size, rate),
-         "rd": m.predict(p, "rd", n, H, L, size, rate)}
+    t = {"ring": m.predict(p, "ring", n, H, L, size, rate, links=links),
+         "rd": m.predict(p, "rd", n, H, L, size, rate, links=links)}
     if L > 1 and H > 1:
-        t["hier"] = m.predict(p, "hier", n, H, L, size, rate)
-    ps = {k: m.predict(p, "ps", n, n, 1, size, rate, k) for k in servers if k <= n}
+        t["hier"] = m.predict(p, "hier", n, H, L, size, rate, links=links)
+    ps = {k: m.predict(p, "ps", n, n, 1, size, rate, k, links=links) for k in servers if k <= n}
     return t, ps
 
 
-def predict_report(p, transport, rate, L, ns, sizes, servers, svg_dir):
-    print("# gw-model: %s, links %g Gbit/s, %d rank(s) per host; alpha %.2f us, beta %.3f ns/B, "
-          "kappa %.3f, gamma %.3f ns/B" % (transport, rate / 1e9, L, p["alpha"] * 1e6,
-                                          p["beta"] * 1e9, p["kappa"], p["gamma"] * 1e9))
+def predict_report(p, transport, rate, L, ns, sizes, servers, svg_dir, links=1):
+    print("# gw-model: %s, %d link(s) of %g Gbit/s per host, %d rank(s) per host; alpha %.2f us, "
+          "beta %.3f ns/B, kappa %.3f, gamma %.3f ns/B, stripe_loss %.4f"
+          % (transport, links, rate / 1e9, L, p["alpha"] * 1e6, p["beta"] * 1e9, p["kappa"],
+             p["gamma"] * 1e9, p.get("stripe_loss", 0.0)))
     print("# time of one allreduce of S bytes; ps(k) = BSP push+pull, n workers, k servers on "
           "hosts of their own; busbw = 2(n-1)/n S / time")
     ks = [k for k in servers]
@@ -55,7 +56,7 @@ def predict_report(p, transport, rate, L, ns, sizes, servers, svg_dir):
         if n % L:
             continue
         for s in sizes:
-            t, ps = times(p, n, L, s, rate, ks)
+            t, ps = times(p, n, L, s, rate, ks, links)
             best = min(t, key=t.get)
             cells = [str(n), m.human(s)] + [m.fmt_time(t[a]) if a in t else "-" for a in ALGOS]
             cells += [m.fmt_time(ps[k]) if k in ps else "-" for k in ks]
@@ -65,9 +66,9 @@ def predict_report(p, transport, rate, L, ns, sizes, servers, svg_dir):
                 note += " (ps k=%d faster)" % k
             busbw = 2 * (n - 1) / n * s / t[best] / 1e9
             print("| " + " | ".join(cells + [note, "%.3g GB/s" % busbw]) + " |")
-    crossovers(p, rate, L, ns, ks)
+    crossovers(p, rate, L, ns, ks, links)
     if svg_dir:
-        plots(p, rate, L, ns, sizes, ks, svg_dir, transport)
+        plots(p, rate, L, ns, sizes, ks, svg_dir, transport, links)
 
 
 def grid(lo=1 << 10, hi=10 << 30):
@@ -99,22 +100,23 @@ def ranges(f):
     return ", ".join(out) or "never"
 
 
-def crossovers(p, rate, L, ns, ks):
+def crossovers(p, rate, L, ns, ks, links=1):
     print("# crossovers: rd->ring = smallest size where the ring is faster; ring->hier likewise; "
           "ps k = sizes where a PS with k servers beats every allreduce")
     for n in ns:
         if n % L or n < 2:
             continue
         H = max(1, n // L)
-        ring = lambda s: m.predict(p, "ring", n, H, L, s, rate)
-        rd = lambda s: m.predict(p, "rd", n, H, L, s, rate)
+        ring = lambda s: m.predict(p, "ring", n, H, L, s, rate, links=links)
+        rd = lambda s: m.predict(p, "rd", n, H, L, s, rate, links=links)
         line = "n=%d: rd->ring at %s" % (n, fmt_opt(crossover_size(lambda s: ring(s) < rd(s))))
         if L > 1 and H > 1:
-            hier = lambda s: m.predict(p, "hier", n, H, L, s, rate)
+            hier = lambda s: m.predict(p, "hier", n, H, L, s, rate, links=links)
             line += ", ring->hier at %s" % fmt_opt(crossover_size(lambda s: hier(s) < ring(s)))
-        best = lambda s: min(times(p, n, L, s, rate, [])[0].values())
-        wins = ["k=%d %s" % (k, ranges(lambda s, k=k: m.predict(p, "ps", n, n, 1, s, rate, k)
-                                        < best(s))) for k in ks if k <= n]
+        best = lambda s: min(times(p, n, L, s, rate, [], links)[0].values())
+        wins = ["k=%d %s" % (k, ranges(lambda s, k=k: m.predict(p, "ps", n, n, 1, s, rate, k,
+                                                                links=links) < best(s)))
+                for k in ks if k <= n]
         print(line + "; ps wins: " + "; ".join(wins))
 
 
@@ -161,7 +163,7 @@ def svg_plot(path, title, xlabel, ylabel, series):
         f.write("\n".join(o))
 
 
-def plots(p, rate, L, ns, sizes, ks, d, transport):
+def plots(p, rate, L, ns, sizes, ks, d, transport, links=1):
     os.makedirs(d, exist_ok=True)
     mid_size = 64 << 20
     nfix = 64 if 64 % L == 0 else L * 32
@@ -170,15 +172,17 @@ def plots(p, rate, L, ns, sizes, ks, d, transport):
     grid = [2 ** (e / 2) for e in range(20, 67)]  # 1 KiB .. 8 GiB, 2 points per octave
     by_n, by_size, bus = {}, {}, {}
     for n in ns_all:
-        t, ps = times(p, n, L, mid_size, rate, ks)
+        t, ps = times(p, n, L, mid_size, rate, ks, links)
         for a, v in list(t.items()) + [("ps(k=%d)" % k, v) for k, v in ps.items()]:
             by_n.setdefault(a, []).append((n, v))
     for s in grid:
-        t, ps = times(p, nfix, L, s, rate, ks)
+        t, ps = times(p, nfix, L, s, rate, ks, links)
         for a, v in list(t.items()) + [("ps(k=%d)" % k, v) for k, v in ps.items()]:
             by_size.setdefault(a, []).append((s, v))
             bus.setdefault(a, []).append((s, 2 * (nfix - 1) / nfix * s / v / 1e9))
     tag = "%s, %g Gbit/s, %d/host" % (transport, rate / 1e9, L)
+    if links > 1:
+        tag += ", %d links" % links
     svg_plot(os.path.join(d, "time_vs_n.svg"), "allreduce of 64 MiB: time vs ranks (%s)" % tag,
              "ranks n", "seconds", by_n)
     svg_plot(os.path.join(d, "time_vs_size.svg"), "n = %d: time vs size (%s)" % (nfix, tag),
@@ -186,3 +190,23 @@ def plots(p, rate, L, ns, sizes, ks, d, transport):
     svg_plot(os.path.join(d, "busbw_vs_size.svg"), "n = %d: busbw vs size (%s)" % (nfix, tag),
              "bytes", "GB/s", bus)
     print("# plots: %s/{time_vs_n,time_vs_size,busbw_vs_size}.svg" % d)
+
+
+def incast_report(p, transport, N, rate, links, sizes, window, resent, queue, cores):
+    """N senders into one receiver (gw_model_net.incast), the lone sender, and a BSP PS round of
+    1 server and N workers on the same links."""
+    import gw_model_net as net
+    print("# gw-model incast: %s, %d -> 1, links %s of %g Gbit/s, re-sent %.0f %%, queue %g ms; "
+          "kappa %.3f, buffer %.2f MB, stripe_loss %.4f" % (
+              transport, N, links, rate / 1e9, resent * 100, queue * 1e3, p["kappa"],
+              p.get("buffer_bytes", 0) / 1e6, p.get("stripe_loss", 0)))
+    print("| size | goodput | of downlink | share | p50 | p99 | p99 alone | p99 ratio | PS round |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    K = links if isinstance(links, list) else [links] * (N + 1)
+    for s in sizes:
+        a = net.incast(p, N, s, rate, window, K, resent, queue, cores)
+        one = net.incast(p, 1, s, rate, window, K[:2], 0.0, queue, cores)
+        ps = m.predict(p, "ps", N, N + 1, 1, s, rate, 1, share=1 / cores, links=K)
+        print("| %s | %.3g Gbit/s | %.2f | 1/%d | %s | %s | %s | %.1f | %s |" % (
+            m.human(s), a["goodput"] * 8e-9, a["of_link"], N, m.fmt_time(a["p50"]),
+            m.fmt_time(a["p99"]), m.fmt_time(one["p99"]), a["p99"] / one["p99"], m.fmt_time(ps)))
