@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
 # Several links per host on the namespace bed (issue 44 item 2): the goodput of one rank pair
-# over 1, 2 and 4 tcp links (tcp:ifaces=...) against one link, the ring allreduce on 4 hosts x 2
-# links against one link, and a link cut mid-transfer (time to give it up, bytes sent again,
-# wrong bytes). Prints markdown tables (the ones in docs/bench-links.md).
-#   usertools/gw-links.sh [--build DIR] [--rate 200mbit] [--seconds 3] [--rounds 2]
+# over 1, 2 and 4 links (tcp:ifaces=... or dpdk af_packet ports, dpdk.ifaces=...) against one
+# link, the ring allreduce on 4 hosts x 2 links against one link, and a link cut mid-transfer
+# (time to take it out, data sent again, wrong bytes). Prints markdown tables (the ones in
+# docs/bench-cluster.md).
+#   usertools/gw-links.sh [--build DIR] [--transport tcp|dpdk] [--rate 200mbit] [--seconds 3]
+#                         [--rounds 2]
 # Needs root (network namespaces, tc); the bed is usertools/gw-cluster.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build rate=200mbit secs=3 rounds=2
+build=build rate=200mbit secs=3 rounds=2 kind=tcp
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--rate R] [--seconds S] [--rounds N]" >&2; exit 2 ;;
+    --transport) kind=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--transport tcp|dpdk] [--rate R] [--seconds S] [--rounds N]" >&2
+       exit 2 ;;
   esac
 done
 perf=$build/apps/gw-perf/gw-perf coll=$build/apps/gw-coll-perf/gw-coll-perf
 [ -x "$perf" ] && [ -x "$coll" ] || { echo "build $build first (ninja -C $build)" >&2; exit 1; }
 cluster=usertools/gw-cluster.sh
+case $kind in  # the spec of one link and of every link ({iface}, {ifaces}: gw-cluster.sh)
+  tcp) one='tcp:iface={iface}' all='tcp:ifaces={ifaces}' ;;
+  dpdk) one='dpdk:vdev=net_af_packet0;qdisc_bypass=0,ifaces={iface}'
+        all='dpdk:vdev=net_af_packet0;qdisc_bypass=0,ifaces={ifaces}' ;;
+  *) echo "--transport tcp or dpdk" >&2; exit 2 ;;
+esac
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
@@ -42,14 +52,14 @@ ring() {  # spec
   grep '^{' <<<"$out" | sed 's/.*"busbw_gbps":\([0-9.]*\).*/\1/' | awk '{printf "%.1f", $1 * 1000}'
 }
 
-echo "## One rank pair, 1 MiB messages, $rate per link ($(date -u +%F), $(nproc) CPUs)"
+echo "## $kind: one rank pair, 1 MiB messages, $rate per link ($(date -u +%F), $(nproc) CPUs)"
 echo
 echo "| links | goodput MB/s (rounds) | vs 1 link |"
 echo "|---|---|---|"
 declare -A got
 for k in 1 2 4; do
-  spec='tcp:iface={iface}'
-  [ "$k" -gt 1 ] && spec='tcp:ifaces={ifaces}'
+  spec=$one
+  [ "$k" -gt 1 ] && spec=$all
   vals=()
   for _ in $(seq "$rounds"); do vals+=("$(pair "$k" "$spec")"); done
   got[$k]=$(printf '%s\n' "${vals[@]}" | grep -v fail | sort -n | tail -1)
@@ -61,7 +71,7 @@ echo "## Ring allreduce, 4 hosts x 2 links, 16 MiB float32, busbw MB/s"
 echo
 echo "| spec | busbw MB/s (rounds) |"
 echo "|---|---|"
-for spec in 'tcp:iface={iface}' 'tcp:ifaces={ifaces}'; do
+for spec in "$one" "$all"; do
   vals=()
   for _ in $(seq "$rounds"); do vals+=("$(ring "$spec")"); done
   echo "| \`$spec\` | ${vals[*]} |"
@@ -69,4 +79,4 @@ done
 echo
 echo "## A link cut mid-transfer (2 hosts x 2 links, 5 s, host 2's link 1 down at 1.5 s for 1.5 s)"
 echo
-bash tests/cluster/test_links_cut.sh "$cluster" "$perf" tcp 2>&1 | grep -E "^cluster-tcp-links|FAILED"
+bash tests/cluster/test_links_cut.sh "$cluster" "$perf" "$kind" 2>&1 | grep -E "^cluster-$kind-links|FAILED"

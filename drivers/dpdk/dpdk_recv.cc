@@ -31,7 +31,9 @@ void DpdkEndpoint::on_data(const WireHdr& h, rte_mbuf* m, uint32_t off) {
     rte_pktmbuf_free(m);
     return;
   }
-  if (d > 0) ++t_->counters_.out_of_order;
+  // The incast credits read arrivals past a hole as loss; over several links they are the
+  // spraying's reordering, so they count apart.
+  if (d > 0) ++(links_.many() ? t_->counters_.link_reordered : t_->counters_.out_of_order);
   if (seq_diff(h.seq + 1, rx_high_) > 0) rx_high_ = h.seq + 1;
   // A batch is taken apart in order (advance); it waits here like an unmatched packet.
   const bool data = h.type == static_cast<uint8_t>(PktType::kData);

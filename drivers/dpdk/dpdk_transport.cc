@@ -326,6 +326,7 @@ std::map<std::string, uint64_t> DpdkTransport::driver_stats() const {
           {"links_up", c.links_up},
           {"link_probes", c.link_probes},
           {"link_resent", c.link_resent},
+          {"link_reordered", c.link_reordered},
           {"fault_rx_dropped", rf.dropped},
           {"fault_rx_duplicated", rf.duplicated},
           {"fault_rx_reordered", rf.reordered},

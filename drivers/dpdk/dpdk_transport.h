@@ -109,7 +109,7 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
     uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
     uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
     uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
-    uint64_t links_down = 0, links_up = 0, link_probes = 0, link_resent = 0;
+    uint64_t links_down = 0, links_up = 0, link_probes = 0, link_resent = 0, link_reordered = 0;
   };
 
  private:
