@@ -176,7 +176,11 @@ void TcpEndpoint::send_ack(Stream& s, bool now) {
     for (auto& sp : streams_)
       if (sp->state == Stream::Link::kUp && (!via || sp->queued < via->queued)) via = sp.get();
   }
-  if (!via || via->txq.full()) return;
+  if (!via || via->txq.full()) {
+    // Not dropped: the peer's sends complete on it, and this stream may never be read again.
+    ack_owed_ = true;
+    return;
+  }
   s.rx_acked = s.rx_ackable;
   push_frame(*via, Chunk{make_ack(s.id, s.rx_acked, next_match_), nullptr, -1, 0, nullptr, -1, 0});
   // Out now, even if the last write filled the socket: the peer's send completes on it, and
@@ -188,9 +192,13 @@ void TcpEndpoint::send_ack(Stream& s, bool now) {
 bool TcpEndpoint::take_resent(const FrameHeader& h) {
   const uint32_t from = static_cast<uint32_t>(h.pad[1]);
   if (Stream* s = by_id(from); s && !s->rx_closed) close_rx(*s);
+  // A copy sent again: the stream its last copy was on is read no more either (that copy may
+  // be read in part there, and its sender wrote no more of it).
+  if (Stream* s = by_id(h.reserved); s && !s->rx_closed) close_rx(*s);
   for (const auto& [id, read] : closed_rx_)
     if (id == from && h.pad[0] <= read) return false;  // read where it was first sent
-  // Every copy names the stream it was first sent on: one copy is taken.
+  // Every copy names the stream it was first sent on: one copy is taken at a time (one read
+  // in part on a stream read no more is forgotten by close_rx, so the next one is taken).
   return taken_.emplace(from, h.pad[0]).second;
 }
 
@@ -202,6 +210,10 @@ void TcpEndpoint::close_rx(Stream& s) {
   t_->log_->debug("tcp: stream {} from peer {}: read no more ({} bytes read)", s.id, peer_name_,
                   s.rx_bytes);
   closed_rx_.emplace_back(s.id, s.rx_bytes);
+  // A copy taken here and not read whole: another copy is to be taken.
+  const bool taken = s.rx == Stream::Rx::kStalled || (s.rx == Stream::Rx::kPayload && s.msg >= 0);
+  if (taken && (s.hdr.flags & kResent))
+    taken_.erase({static_cast<uint32_t>(s.hdr.pad[1]), s.hdr.pad[0]});
   // A chunk read in part is sent again whole (bytes already placed are the same).
   if (s.rx_slot >= 0) t_->rx_pool_now()->release(s.rx_slot);
   s.rx_slot = -1;
@@ -214,6 +226,11 @@ void TcpEndpoint::close_rx(Stream& s) {
 
 void TcpEndpoint::links_poll() {
   if (!pend_.empty() || !resend_.empty()) feed();
+  if (ack_owed_) {
+    ack_owed_ = false;
+    for (auto& z : streams_)
+      if (z->rx_ackable != z->rx_acked) send_ack(*z, true);
+  }
 }
 
 void TcpEndpoint::links_check(uint64_t now) {
@@ -468,6 +485,7 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
       c.hdr.pad[0] = c.end;
       c.hdr.pad[1] = s.id;
     }
+    c.hdr.reserved = s.id;  // ... and names the one it was last given up on
     t_->counters_.resent_bytes += c.hdr.chunk_len;
     auto by_order = [](const Chunk& a, const Chunk& b) {
       return a.hdr.seq != b.hdr.seq ? a.hdr.seq < b.hdr.seq : a.hdr.offset < b.hdr.offset;

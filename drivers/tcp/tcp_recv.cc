@@ -104,8 +104,11 @@ void TcpEndpoint::read(Stream& s) {
         if (s.hdr.type == static_cast<uint8_t>(FrameType::kGiveUp)) {
           s.big = false;
           s.rx_bytes += sizeof(FrameHeader);
-          if (Stream* o = links() ? by_id(static_cast<uint32_t>(s.hdr.offset)) : nullptr)
+          // It sends no more on it either: what it held there comes again on the others.
+          if (Stream* o = links() ? by_id(static_cast<uint32_t>(s.hdr.offset)) : nullptr) {
             retire(*o, "the peer gave it up", false);
+            if (o != &s) close_rx(*o);
+          }
           continue;
         }
         if (s.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {

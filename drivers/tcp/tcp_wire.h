@@ -91,7 +91,9 @@ inline FrameHeader make_give_up(uint32_t stream) {
 }
 
 /// Data flag (tcp.ifaces): the chunk was first sent on stream pad[1], ending at its byte pad[0],
-/// and that stream was given up; the receiver takes it unless it read it there.
+/// and that stream was given up; `reserved` names the stream this copy's predecessor was given
+/// up on (pad[1] for the first copy). The receiver reads neither stream any more, and takes the
+/// chunk unless it read it on pad[1] or read a copy whole.
 inline constexpr uint16_t kResent = 1;
 
 inline FrameHeader make_heartbeat(bool live) {

@@ -40,9 +40,9 @@ constexpr uint64_t kWrMask = (uint64_t{1} << 40) - 1;
 #endif
 #endif
 #ifdef GW_CONFORMANCE_SANITIZED
-#define kFaultMs "500"
+#define kFaultMs "200"
 #else
-#define kFaultMs "100"
+#define kFaultMs "20"
 #endif
 
 // The one table. A new transport adds rows here and its driver name to the meson.build list
@@ -57,7 +57,7 @@ const std::vector<TransportCase>& all_cases() {
       // Several links (tcp.ifaces): both on lo, so acknowledgement-driven completion and
       // striping by delivery run here; cutting a link needs the namespace bed (cluster-tcp-links).
       {"tcp_links2", "tcp", "tcp:ifaces=lo,lo,link_chunk_bytes=65536"},
-      // ... and a stream given up every 100 ms mid-transfer: sent again, joined again.
+      // ... and a stream given up every 20 ms mid-transfer: sent again, joined again.
       {"tcp_links2_cuts", "tcp", "tcp:ifaces=lo,lo,link_chunk_bytes=65536,link_fault_ms=" kFaultMs},
       // rxe0 exists only inside the soft-RoCE VM (tests/rdma/run_in_vm.sh runs these rows).
       {"rxe", "rdma", "rdma:dev=rxe0"},
