@@ -131,7 +131,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   /// The link for (re)sending packet p, its accounting moved there.
   uint8_t route(ep_state::TxPkt& p);
   void acked_on_link(ep_state::TxPkt& p) {
-    if (p.on_link) links_.left(p.link, true);
+    if (p.on_link) links_.left(p.link, true, t_->now());
     p.on_link = false;
   }
   uint32_t fill_ack(WireHdr* h, uint64_t* ext);

@@ -65,22 +65,31 @@ class EpLinks {
       l.since = now;
     }
   }
-  /// A packet on link k left it: sent again elsewhere (`acked` false) or acknowledged.
-  void left(uint8_t k, bool acked) {
+  /// A packet on link k left it: sent again elsewhere (`acked` false) or acknowledged at `now`.
+  void left(uint8_t k, bool acked, uint64_t now = 0) {
     Link& l = l_[k];
     if (l.inflight) --l.inflight;
-    if (acked) l.waiting = false;
+    if (acked) {
+      l.waiting = false;
+      l.acked_at = now;
+    }
   }
   /// Every packet of the connection is acknowledged: no link owes anything.
   void idle() {
     for (int k = 0; k < n_; ++k) l_[k].waiting = false;
   }
-  /// A link that owed an ack for `timeout` ns; -1: none. The last live link is never one.
+  /// A link that owed an ack for `timeout` ns while another link's packets were acknowledged
+  /// (a peer that acknowledges nothing is stopped or gone: the peer timeout's business); -1:
+  /// none. The last live link is never one.
   int overdue(uint64_t now, uint64_t timeout) const {
     int live = 0;
     for (int k = 0; k < n_; ++k) live += !l_[k].dead;
-    for (int k = 0; live > 1 && k < n_; ++k)
-      if (!l_[k].dead && l_[k].waiting && now - l_[k].since > timeout) return k;
+    for (int k = 0; live > 1 && k < n_; ++k) {
+      const Link& l = l_[k];
+      if (l.dead || !l.waiting || now - l.since <= timeout) continue;
+      for (int j = 0; j < n_; ++j)
+        if (j != k && !l_[j].dead && l_[j].acked_at > l.since) return k;
+    }
     return -1;
   }
   void set_dead(int k, uint64_t now) {
@@ -108,7 +117,8 @@ class EpLinks {
  private:
   struct Link {
     uint32_t inflight = 0;
-    uint64_t since = 0;  // first send on this link since one of its packets was last acked
+    uint64_t since = 0;     // first send on this link since one of its packets was last acked
+    uint64_t acked_at = 0;  // when one of its packets was last acknowledged
     uint64_t next_probe = 0;
     bool waiting = false, dead = false;
   };

@@ -86,11 +86,13 @@ TEST(DpdkLinks, SilentLinkIsTakenOutAndProbedBack) {
   EpLinks l;
   l.init(3);
   const uint64_t ms = 1'000'000, timeout = 500 * ms;
-  for (int k = 0; k < 3; ++k) l.sent(static_cast<uint8_t>(k), 0);
-  l.left(0, true);
-  l.left(2, true);
+  for (int k = 0; k < 3; ++k) l.sent(static_cast<uint8_t>(k), 1 * ms);
+  // The peer acknowledges nothing at all (stopped): no link is to blame.
+  EXPECT_EQ(l.overdue(900 * ms, timeout), -1);
+  l.left(0, true, 2 * ms);
+  l.left(2, true, 2 * ms);
   EXPECT_EQ(l.overdue(400 * ms, timeout), -1);
-  EXPECT_EQ(l.overdue(501 * ms, timeout), 1);
+  EXPECT_EQ(l.overdue(502 * ms, timeout), 1);
   l.set_dead(1, 501 * ms);
   for (int i = 0; i < 20; ++i) EXPECT_NE(l.pick(), 1);
   EXPECT_EQ(l.control(1), 0);
@@ -110,8 +112,11 @@ TEST(DpdkLinks, SilentLinkIsTakenOutAndProbedBack) {
 TEST(DpdkLinks, LastLiveLinkIsNeverTakenOut) {
   EpLinks l;
   l.init(2);
-  l.sent(0, 0);
-  l.sent(1, 0);
+  l.sent(0, 1);
+  l.sent(1, 1);
+  l.left(1, true, 2);
+  l.sent(1, 3);
+  l.left(1, true, 4);
   EXPECT_EQ(l.overdue(10'000'000'000, 1), 0);
   l.set_dead(0, 0);
   EXPECT_EQ(l.overdue(10'000'000'000, 1), -1);  // the peer's timeout names a dead peer
