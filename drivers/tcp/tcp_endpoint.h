@@ -185,6 +185,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   uint64_t alone_ns_ = 0;      // since when no stream is up (0: one is)
   bool asked_ = false;         // a fresh stream is needed (need_stream)
   bool ack_owed_ = false;      // an ack found no room (send_ack): links_poll tries again
+  bool peer_closing_ = false;  // the peer closed a stream between frames (links_eof)
   uint64_t peer_next_ = 0;     // the peer matched every message below this (its acks say)
   uint64_t next_join_ns_ = 0;  // the next try at joining streams
   uint64_t fault_ns_ = 0;      // tcp.link_fault_ms: the last stream taken out on purpose

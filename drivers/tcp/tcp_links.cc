@@ -461,7 +461,9 @@ void TcpEndpoint::links_eof(Stream& s, bool between) {
     fail(stream_error(s, "closed the connection", 0));
     return;
   }
-  retire(s, "the peer closed it", true, false);
+  // Closed by the peer: nothing to tell it, and it may be leaving (tcp_send.cc).
+  peer_closing_ |= between;
+  retire(s, "the peer closed it", false, false);
   close_rx(s);
   bool all = true;
   for (auto& o : streams_) all &= o->eof;
