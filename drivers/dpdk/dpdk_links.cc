@@ -20,6 +20,7 @@ Status DpdkTransport::open_links(const PortOptions& po, const std::string& kind,
                                  const std::string& args, const std::vector<std::string>& ifaces) {
   for (size_t k = 1; k < ifaces.size(); ++k) {
     PortOptions o = po;
+    o.tx_mbufs = 1023;  // its frames are built from link 0's pool (alloc_frame)
     o.vdev = vdev_with_defaults(kind + std::to_string(k) + args + ";iface=" + ifaces[k], &o.mtu);
     GW_RETURN_IF_ERROR(check_xdp_prog(o.vdev, ntohs(opts_.udp_port)));
     LinkPort l;

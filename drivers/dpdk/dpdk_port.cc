@@ -160,7 +160,7 @@ Status Port::setup(const PortOptions& o) {
     const bool big = tx_room > room;
     const int fit = big ? static_cast<int>((64u << 20) / (room + 256u)) : o.mbufs;
     const unsigned n = static_cast<unsigned>(std::max(1023, std::min(o.mbufs, fit)));
-    const unsigned ntx = big ? 1023 : n;
+    const unsigned ntx = big ? 1023 : o.tx_mbufs > 0 ? static_cast<unsigned>(o.tx_mbufs) : n;
     rx_pool_ = rte_pktmbuf_pool_create(rxn.c_str(), n, 256, 0, room, 0);
     tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), ntx, 256, 0, tx_room, 0);
     rx_mbufs_ = static_cast<int>(n);

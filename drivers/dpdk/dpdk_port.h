@@ -31,6 +31,7 @@ struct PortOptions {
   int mtu = 0;           ///< 0: the device's (memif: see vdev_with_defaults)
   int rx_desc = 1024, tx_desc = 1024;
   int mbufs = 8191;
+  int tx_mbufs = 0;  ///< 0: as `mbufs`; links 1.. take 1023 (their frames come from link 0's)
 };
 
 class Port {
