@@ -150,7 +150,8 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// A joined stream the peer has sent nothing on yet: its dialler may have given up on it
   /// (the handshake timed out on its side), so its errors are not the peer's.
   static bool fresh(const Stream& s) { return s.id >= kJoinIds && s.rx_bytes == 0; }
-  static constexpr uint32_t kJoinIds = 1u << 16;  // ids of joined streams start here
+  static constexpr uint32_t kJoinIds = 1u << 16;           // ids of joined streams start here
+  static constexpr uint64_t kJoinEveryNs = 1'000'000'000;  // links retried; a join's limit
   /// We read no more of `s` (the peer gave it up).
   void close_rx(Stream& s);
   void down(Stream& s);

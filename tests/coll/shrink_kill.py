@@ -231,7 +231,7 @@ def case_regrow(build, tmp, cycles=30):
     use = [dict(kv.split("=") for kv in l.split()[1:] if "=" in kv)
            for l in job.out[1] if l.startswith("shrunk")]
     a, b = use[19], use[-1]
-    if a["fds"] != b["fds"] or a["threads"] != b["threads"] or \
+    if rose(a, b, "fds") or rose(a, b, "threads") or \
             int(b["heap_kb"]) - int(a["heap_kb"]) > 64 or \
             int(b["rss_kb"]) - int(a["rss_kb"]) > 1024:
         job.fail(f"rank 1: cycle 20 -> {len(use)}: fds {a['fds']} -> {b['fds']}, threads "
@@ -245,6 +245,12 @@ def case_regrow(build, tmp, cycles=30):
           f"{b['rss_kb']} kB")
 
 
+def rose(a, b, key):
+    # A leak grows; one fewer at the end is a socket or thread that was still closing when
+    # the earlier sample was taken (fds 19 -> 18 on one rank of 6, 1 CI rehearsal in 3).
+    return int(b[key]) > int(a[key])
+
+
 def case_leak(build, tmp):
     job = Job(build, ["--reshrink-every", "8"], store_dir=os.path.join(tmp, "leak"), iters=329)
     job.finish(list(range(N)))
@@ -255,7 +261,7 @@ def case_leak(build, tmp):
         if len(use) != 41:
             job.fail(f"rank {r}: {len(use)} shrinks, expected 41")
         a, b = use[20], use[-1]
-        if a["fds"] != b["fds"] or a["threads"] != b["threads"]:
+        if rose(a, b, "fds") or rose(a, b, "threads"):
             job.fail(f"rank {r}: shrink 21 -> 41: fds {a['fds']} -> {b['fds']}, "
                      f"threads {a['threads']} -> {b['threads']}")
         # The heap in use is flat from shrink ~20 on (a lost communicator is >= 64 kB: its
