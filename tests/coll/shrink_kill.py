@@ -246,9 +246,10 @@ def case_regrow(build, tmp, cycles=30):
 
 
 def rose(a, b, key):
-    # A leak grows; one fewer at the end is a socket or thread that was still closing when
-    # the earlier sample was taken (fds 19 -> 18 on one rank of 6, 1 CI rehearsal in 3).
-    return int(b[key]) > int(a[key])
+    # A leak grows with every shrink (20 between the samples); one more or fewer is a file or
+    # socket open at one sample only (fds 19 -> 18 and 18 -> 19 on one rank of 6 in 2 CI
+    # rehearsals of 3).
+    return int(b[key]) > int(a[key]) + 1
 
 
 def case_leak(build, tmp):
