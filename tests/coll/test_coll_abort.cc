@@ -9,6 +9,21 @@
 namespace gw::coll_test {
 namespace {
 
+// The 200 ms bound is the product's, checked in plain builds. Under ThreadSanitizer 8 rank
+// threads and their progress threads on 2 cores run ~10x slower (rank 0 of 8 returned after
+// 235 ms in 1 CI rehearsal of 3); there the test checks that every rank returns, named.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double kAbortBound = 1.0;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+constexpr double kAbortBound = 1.0;
+#else
+constexpr double kAbortBound = 0.2;
+#endif
+#else
+constexpr double kAbortBound = 0.2;
+#endif
+
 using Secs = std::chrono::duration<double>;
 
 // Ranks 1.. block in an allreduce that rank 0 never joins; rank 0 blocks in a receive that
@@ -53,7 +68,8 @@ void abort_case(int n) {
     EXPECT_EQ(s.code(), Code::kAborted) << n << " ranks, rank " << r << ": " << s.to_string();
     EXPECT_EQ(s.rank(), 0) << "rank " << r << ": " << s.to_string();
     EXPECT_NE(s.message().find("test abort"), std::string_view::npos) << s.to_string();
-    EXPECT_LT(took, 0.2) << n << " ranks, rank " << r << " returned " << took << " s after abort";
+    EXPECT_LT(took, kAbortBound) << n << " ranks, rank " << r << " returned " << took
+                                 << " s after abort";
   }
 }
 
