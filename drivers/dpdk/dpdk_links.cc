@@ -73,15 +73,7 @@ void DpdkTransport::queue_on_link(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t l
 void DpdkTransport::flush_links() {
   for (LinkPort& l : extra_) {
     if (l.txq.empty()) continue;
-    const auto n = static_cast<uint16_t>(l.txq.size());
-    uint16_t sent = 0;
-    for (int tries = 0; sent < n && tries < 64; ++tries)
-      sent = static_cast<uint16_t>(sent + rte_eth_tx_burst(l.port->id(), 0, l.txq.data() + sent,
-                                                           static_cast<uint16_t>(n - sent)));
-    if (sent < n) {  // a full (or down) device: the reliability layer sends them again
-      counters_.tx_ring_full += n - sent;
-      rte_pktmbuf_free_bulk(l.txq.data() + sent, n - sent);
-    }
+    burst_out(l.port->id(), 0, l.txq.data(), static_cast<uint16_t>(l.txq.size()));
     l.txq.clear();
   }
 }

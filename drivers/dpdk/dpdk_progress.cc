@@ -234,6 +234,18 @@ void DpdkTransport::send_frame(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t link
   if (q.size() >= kBurst) flush_tx();
 }
 
+void DpdkTransport::burst_out(uint16_t port, uint16_t queue, rte_mbuf** pkts, uint16_t n) {
+  uint16_t sent = 0;
+  for (int tries = 0; sent < n && tries < 64; ++tries)
+    sent = static_cast<uint16_t>(
+        sent + rte_eth_tx_burst(port, queue, pkts + sent, static_cast<uint16_t>(n - sent)));
+  if (sent < n) {
+    // The device queue stays full (or down): drop (the reliability layer retransmits).
+    counters_.tx_ring_full += n - sent;
+    rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+  }
+}
+
 void DpdkTransport::flush_tx() {
   for (size_t qi = 0; qi < txq_.size(); ++qi) {
     auto& q = txq_[qi];
@@ -244,16 +256,7 @@ void DpdkTransport::flush_tx() {
       n = tx_fault_[qi].apply(pkts, n, tx_faulted_.data(), port_->tx_pool());
       pkts = tx_faulted_.data();
     }
-    uint16_t sent = 0;
-    for (int tries = 0; sent < n && tries < 64; ++tries)
-      sent = static_cast<uint16_t>(sent + rte_eth_tx_burst(port_->id(), static_cast<uint16_t>(qi),
-                                                           pkts + sent,
-                                                           static_cast<uint16_t>(n - sent)));
-    if (sent < n) {
-      // The device queue stays full: drop (the reliability layer retransmits).
-      counters_.tx_ring_full += n - sent;
-      rte_pktmbuf_free_bulk(pkts + sent, n - sent);
-    }
+    burst_out(port_->id(), static_cast<uint16_t>(qi), pkts, n);
     q.clear();
   }
   if (!extra_.empty()) flush_links();

@@ -86,6 +86,8 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   int links() const { return 1 + static_cast<int>(extra_.size()); }
   const rte_ether_addr& link_mac(uint8_t link) const;
   void flush_tx();
+  /// Hands `n` frames to a device queue, retrying while it takes some; drops the rest.
+  void burst_out(uint16_t port, uint16_t queue, rte_mbuf** pkts, uint16_t n);
   rte_mempool* tx_pool() const { return port_->tx_pool(); }
   bool link_up() const { return port_->link_up(); }
   uint64_t now() const { return now_; }
