@@ -241,8 +241,9 @@ Status Communicator::wait(CollHandle h, Nanos timeout) {
       if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
       return op.status;
     }
-    // 50 ms: a blocked wait sees abort() that soon; past the deadline, the timeout phase.
-    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(50))});
+    // 20 ms: a blocked wait sees abort() that soon (a wake-up of the sleep costs ~2 us);
+    // past the deadline, the timeout phase.
+    Nanos w = std::min({dl.remaining(), op.deadline.remaining(), Nanos(Millis(20))});
     if (op.deadline.expired()) w = std::min(dl.remaining(), Nanos(Millis(10)));
     if (!im.poll_once(w).ok()) continue;  // op is failed now; loop returns its status
     if (!op.done && dl.expired()) {

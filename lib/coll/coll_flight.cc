@@ -19,7 +19,7 @@ GW_CONFIG_KEYS(coll_flight,
                 "$TMPDIR, else /tmp); a directory all ranks share lets gw-doctor read them all"},
                {"coll.flight_signal", ConfigType::kBool, "true",
                 "flight recorder on: SIGUSR1 makes every rank of the process dump (the handler "
-                "only sets a flag; the thread in a call dumps within 50 ms, else the next "
+                "only sets a flag; the thread in a call dumps within 20 ms, else the next "
                 "call); not installed when the application has a SIGUSR1 handler"});
 
 // now_ns()'s clock at its tick's resolution (1-4 ms), at a fraction of its cost: the

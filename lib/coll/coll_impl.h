@@ -115,7 +115,7 @@ struct Communicator::Impl {
   std::string metrics_path;
   bool metrics_warned = false;
   /// The poll loop's share: the waiting set, at each idle poll (a blocked wait: every
-  /// 50 ms) and every 16th busy one.
+  /// 20 ms) and every 16th busy one.
   void health_poll(bool idle) {
     if (health && (idle || (++health_polls & 15) == 0))
       health_waiting.store(waiting_mask(), std::memory_order_relaxed);
@@ -193,7 +193,7 @@ struct Communicator::Impl {
   /// Drive progress until this rank's notices are sent, at most 200 ms.
   void flush_notices();
   void request_abort(std::string_view reason);  ///< any thread
-  void abort_if_requested();                    ///< the driving thread
+  bool abort_if_requested();  ///< the driving thread; true if it carried one out now
   Status advance(coll::Task& op);
   void maybe_complete(coll::Task& op);
 

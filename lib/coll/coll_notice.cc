@@ -256,7 +256,7 @@ void Communicator::Impl::flush_notices() {
 // Not Transport::abort: that fails every endpoint at once, so the notice naming this rank
 // (flush_notices) could no longer reach the peers, which would see only "closed the
 // connection" (RemoteError, not Aborted). The driving thread sees the request within the
-// 50 ms its waits poll at, well inside the 200 ms the peers are promised.
+// 20 ms its waits poll at, well inside the 200 ms the peers are promised.
 void Communicator::Impl::request_abort(std::string_view reason) {
   Notices& nt = *notices;
   std::lock_guard<std::mutex> l(nt.abort_mu);
@@ -265,9 +265,9 @@ void Communicator::Impl::request_abort(std::string_view reason) {
   nt.abort_state.store(1, std::memory_order_release);
 }
 
-void Communicator::Impl::abort_if_requested() {
+bool Communicator::Impl::abort_if_requested() {
   Notices& nt = *notices;
-  if (nt.abort_state.load(std::memory_order_acquire) != 1) return;
+  if (nt.abort_state.load(std::memory_order_acquire) != 1) return false;
   std::string why;
   {
     std::lock_guard<std::mutex> l(nt.abort_mu);
@@ -278,6 +278,7 @@ void Communicator::Impl::abort_if_requested() {
                                       std::to_string(n) + " aborted the communicator: " + why)
                .with_rank(rank));
   flush_notices();
+  return true;
 }
 
 uint64_t Communicator::Impl::waiting_mask() const {

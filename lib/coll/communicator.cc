@@ -464,7 +464,7 @@ Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc*
 }
 
 Status Communicator::Impl::poll_once(Nanos wait) {
-  abort_if_requested();
+  if (abort_if_requested()) return broken;  // no sleep after it: the caller's op is failed
   flight_poll();
   auto& cq = group.transport().cq();
   auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);

@@ -270,7 +270,7 @@ class Communicator {
 
   /// Abort: the one call that may come from any thread, also while another thread is inside a
   /// call on this communicator. The communicator breaks with Aborted (rank() = this rank):
-  /// the thread driving it sees the request within 50 ms (wait() polls that often) and every
+  /// the thread driving it sees the request within 20 ms (wait() polls that often) and every
   /// call in flight returns Aborted; each peer gets a notice and its calls return Aborted
   /// naming this rank (Status::rank()) as soon as it drives progress — within 200 ms when it
   /// is blocked in wait(). With no thread inside a call, the next call (or the destructor)
