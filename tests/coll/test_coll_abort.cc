@@ -2,7 +2,9 @@
 // rank's blocked call within 200 ms, naming the aborting rank; a dead or stopped rank is
 // named (Status::rank()) by every survivor, including those not connected to it in the ring,
 // while the survivors stay alive after their error (as a trainer that catches it does).
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "coll_harness.h"
 
@@ -27,8 +29,9 @@ constexpr double kAbortBound = 0.2;
 using Secs = std::chrono::duration<double>;
 
 // Ranks 1.. block in an allreduce that rank 0 never joins; rank 0 blocks in a receive that
-// no one sends. A thread aborts rank 0 while all of them are blocked.
-void abort_case(int n) {
+// no one sends. A thread aborts rank 0 while all of them are blocked. @return the slowest
+// rank's time from abort() to its return.
+double abort_case(int n) {
   std::vector<Status> st(static_cast<size_t>(n));
   std::vector<Clock::time_point> end(static_cast<size_t>(n));
   std::atomic<int> blocked{0};
@@ -62,19 +65,32 @@ void abort_case(int n) {
     st[static_cast<size_t>(r)] = s;
   });
   aborter.join();
+  double worst = 0;
   for (int r = 0; r < n; ++r) {
     const Status& s = st[static_cast<size_t>(r)];
-    const double took = Secs(end[static_cast<size_t>(r)] - aborted_at).count();
     EXPECT_EQ(s.code(), Code::kAborted) << n << " ranks, rank " << r << ": " << s.to_string();
     EXPECT_EQ(s.rank(), 0) << "rank " << r << ": " << s.to_string();
     EXPECT_NE(s.message().find("test abort"), std::string_view::npos) << s.to_string();
-    EXPECT_LT(took, kAbortBound) << n << " ranks, rank " << r << " returned " << took
-                                 << " s after abort";
+    worst = std::max(worst, Secs(end[static_cast<size_t>(r)] - aborted_at).count());
   }
+  return worst;
 }
 
+// Every rank returns 2-22 ms after abort() on a quiet machine. A shared 2-vCPU VM stalls now
+// and then for longer than the bound: in 1 CI rehearsal all 8 ranks of coll-dpdk, the
+// aborting one too, returned together 0.27 s after abort(), where 30 local runs took <= 22 ms.
+// A stall passes on the second try; a slow abort path fails both.
 TEST(CollAbort, EveryRankReturnsWithin200ms) {
-  for (int n : {2, 3, 4, 8}) abort_case(n);
+  for (int n : {2, 3, 4, 8}) {
+    double worst = abort_case(n);
+    if (worst >= kAbortBound) {
+      std::printf("%d ranks: the slowest rank returned %.3f s after abort(); trying again\n", n,
+                  worst);
+      worst = abort_case(n);
+    }
+    EXPECT_LT(worst, kAbortBound) << n << " ranks: the slowest rank returned " << worst
+                                  << " s after abort(), twice";
+  }
 }
 
 TEST(CollAbort, AbortBeforeAnyCallBreaksTheNextOne) {
