@@ -4,7 +4,11 @@ this machine can run must run. Prints 'N passed, N failed'; exit status 1 if any
 For each failure it repeats the test's own failure lines (gtest's "Failure" and what follows,
 "[  FAILED  ]"), so that the tail of a CI log says which case failed and why."""
 import json
+import re
 import sys
+
+# gtest's failure lines, pytest's and Python's, a shell test's "error:"; not test names.
+FAILED = re.compile(r": Failure$|\[  FAILED  \]|\berror:|^E   |Traceback|^FAIL")
 
 
 def failure_lines(out, limit=24):
@@ -12,8 +16,8 @@ def failure_lines(out, limit=24):
     lines = (out or "").splitlines()
     idx = set()
     for i, ln in enumerate(lines):
-        if "Failure" in ln or "FAILED" in ln or "Error" in ln or "error:" in ln:
-            idx.update(range(i, min(i + 4, len(lines))) if "Failure" in ln else [i])
+        if FAILED.search(ln):
+            idx.update(range(i, min(i + 4, len(lines))) if ln.endswith(": Failure") else [i])
     keep = [lines[i] for i in sorted(idx)]
     if not keep:
         keep = lines[-8:]
