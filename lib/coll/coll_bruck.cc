@@ -51,10 +51,15 @@ Status Communicator::Impl::bruck_setup(Task& op) {
       op.scratch.ensure(group.transport(), nb * b + op.units * 2 * slot_bytes(op, n)));
   for (size_t i = 0; i < nb; ++i)  // rotate: index i holds the block for rank + i
     std::memcpy(op.scratch.data() + i * b, op.in + (static_cast<size_t>(rank) + i) % nb * b, b);
-  return post_ring_headers(op);
+  return post_ring_headers(op, /*hold=*/true);  // the forward one leaves with step 0's data
 }
 
 Status Communicator::Impl::bruck_advance(Task& op) {
+  GW_RETURN_IF_ERROR(bruck_steps(op));
+  return send_held(op).status();  // the back header, or one the transport did not take
+}
+
+Status Communicator::Impl::bruck_steps(Task& op) {
   const size_t b = block(op), nb = static_cast<size_t>(n);
   while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
     const int k = static_cast<int>(op.next_recv), from = (rank - (1 << k) % n + n) % n;
@@ -71,8 +76,8 @@ Status Communicator::Impl::bruck_advance(Task& op) {
     if (!(st & 4)) {
       uint8_t* out = slot(op, n, k, false);
       pack(tmp, out, n, k, b, false);
-      GW_ASSIGN_OR_RETURN(bool took, send(op, (rank + (1 << k)) % n, out, moved(n, k) * b,
-                                          static_cast<uint32_t>(k)));
+      GW_ASSIGN_OR_RETURN(bool took, send_with_held(op, (rank + (1 << k)) % n, out, moved(n, k) * b,
+                                                    static_cast<uint32_t>(k)));
       if (!took) return Status();
       ++op.inflight_sends;
       st |= 4;

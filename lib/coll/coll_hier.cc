@@ -97,7 +97,7 @@ Status Communicator::Impl::hier_advance(Task& op) {
     // A phase ends when all its messages are through: no completion of it can come later.
     const bool idle = op.next_send == op.units && op.next_recv == op.units &&
                       op.sends_done == op.sends_total && op.recvs_done == op.recvs_total &&
-                      op.hdr_pending == 0;
+                      op.hdr_pending == 0 && op.nheld == 0;
     if (!idle) return Status();
     if (++op.phase == kDone) break;
     phase_geometry(*this, op);

@@ -158,10 +158,23 @@ struct Communicator::Impl {
                        uint32_t tag_unit = ~0u);
   /// @return how many of `reqs` (a prefix) the transport took.
   Result<size_t> post_sends(coll::Task& op, int peer, std::span<const SendRequest> reqs);
+  // Headers held by post_headers(hold): each leaves in the post call of the first data to its
+  // peer (coll_post.cc). The engines' sends: send_with_held one at a time; a burst puts
+  // held_header() in front and gives the count taken to took_held().
+  Result<bool> send_with_held(coll::Task& op, int peer, const void* buf, size_t len, uint32_t unit,
+                              uint32_t tag_unit = ~0u);
+  /// The held header for `peer` as a request (`*idx`: its place, -1 and false: none).
+  bool held_header(coll::Task& op, int peer, SendRequest* r, int* idx);
+  /// A burst with held header `idx` in front took `took` requests: @return the data's share.
+  size_t took_held(coll::Task& op, int idx, size_t took);
+  /// Held headers still waiting go alone. @return false: the transport did not take all.
+  Result<bool> send_held(coll::Task& op);
   Result<size_t> post_recvs(coll::Task& op, int peer, std::span<const RecvRequest> reqs);
   /// InvalidArgument naming both calls when `d` (received from `peer`) differs from op's.
   Status check_desc(const coll::Task& op, int peer, const coll::Desc* d, size_t len) const;
-  Status post_headers(coll::Task& op, std::span<const int> to, std::span<const int> from);
+  /// `hold`: the sends wait in op.held for the engine to post them with its data.
+  Status post_headers(coll::Task& op, std::span<const int> to, std::span<const int> from,
+                      bool hold = false);
   const MemoryRegion* mr_for(const coll::Task& op, const void* p, size_t len);
 
   // Progress and errors (communicator.cc).
@@ -220,12 +233,13 @@ struct Communicator::Impl {
   Status xchg_advance(coll::Task& op);
   Status xchg_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
   /// Ring-neighbour descriptor headers, as the ring's: any mismatch is seen by two ranks.
-  Status post_ring_headers(coll::Task& op);
+  Status post_ring_headers(coll::Task& op, bool hold = false);
   /// Binomial-tree gather/scatter of small host blocks: fills op.xparts, op.xrelay and
   /// op.xfinal for the exchange engine. @return false: not small (the caller goes direct).
   Result<bool> tree_parts(coll::Task& op, bool gather, size_t block);
   Status bruck_setup(coll::Task& op);
   Status bruck_advance(coll::Task& op);
+  Status bruck_steps(coll::Task& op);
   Status bruck_on_recv(coll::Task& op, uint32_t unit, size_t len, int peer);
 
   int slot_of(const coll::Task& op) const { return static_cast<int>(&op - ops.data()); }

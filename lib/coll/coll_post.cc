@@ -53,6 +53,45 @@ Result<bool> Communicator::Impl::send(coll::Task& op, int peer, const void* buf,
   return k == 1;
 }
 
+bool Communicator::Impl::held_header(coll::Task& op, int peer, SendRequest* r, int* idx) {
+  for (uint32_t i = 0; i < op.nheld; ++i) {
+    if (op.held[i].peer != peer) continue;
+    *r = send_req(op, &op.desc, sizeof(op.desc), op.held[i].unit);
+    *idx = static_cast<int>(i);
+    return true;
+  }
+  *idx = -1;
+  return false;
+}
+
+size_t Communicator::Impl::took_held(coll::Task& op, int idx, size_t took) {
+  if (idx < 0 || took == 0) return took;
+  ++op.hdr_pending;
+  op.held[static_cast<size_t>(idx)] = op.held[--op.nheld];
+  return took - 1;
+}
+
+Result<bool> Communicator::Impl::send_with_held(coll::Task& op, int peer, const void* buf,
+                                                size_t len, uint32_t unit, uint32_t tag_unit) {
+  SendRequest r[2];
+  int idx;
+  if (!held_header(op, peer, &r[0], &idx)) return send(op, peer, buf, len, unit, tag_unit);
+  r[1] = send_req(op, buf, len, unit, tag_unit);
+  GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, peer, r));
+  return took_held(op, idx, took) == 1;
+}
+
+Result<bool> Communicator::Impl::send_held(coll::Task& op) {
+  while (op.nheld > 0) {
+    const coll::Task::HeldHdr h = op.held[op.nheld - 1];
+    GW_ASSIGN_OR_RETURN(bool took, send(op, h.peer, &op.desc, sizeof(op.desc), h.unit));
+    if (!took) return false;
+    ++op.hdr_pending;
+    --op.nheld;
+  }
+  return true;
+}
+
 Result<bool> Communicator::Impl::recv(coll::Task& op, int peer, void* buf, size_t len,
                                       uint32_t unit, uint32_t tag_unit) {
   const RecvRequest r = recv_req(op, buf, len, unit, tag_unit);

@@ -147,7 +147,7 @@ Status Communicator::Impl::ring_start(Task& op) {
       from[coll::kBackHdr] = next;
       k = coll::kBackHdr + 1;
     }
-    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}));
+    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}, /*hold=*/true));
   } else {
     op.units = (op.rs + op.ag) * op.C;
     op.sends_total += op.units;
@@ -163,7 +163,7 @@ Status Communicator::Impl::ring_start(Task& op) {
       from[coll::kBackHdr] = next;
       k = coll::kBackHdr + 1;
     }
-    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}));
+    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}, /*hold=*/true));
   }
   op.unit_done.assign(op.units, 0);  // reuses capacity: no allocation for a repeated size
   if (op.rs) {
@@ -186,14 +186,18 @@ Status Communicator::Impl::ring_start(Task& op) {
 Status Communicator::Impl::ring_advance(Task& op) {
   const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
   // The units this call can post go out as one burst per direction (at a collective's start
-  // that is up to max_outstanding chunks: one post call instead of one each).
-  std::array<SendRequest, kRingBurst> sreq;
+  // that is up to max_outstanding chunks: one post call instead of one each); the first burst
+  // to `next` carries the held descriptor header in front (sreq[0]).
+  std::array<SendRequest, kRingBurst + 1> sreq;
   std::array<RecvRequest, kRingBurst> rreq;
   std::array<uint32_t, kRingBurst> units;
   size_t k = 0;
   auto flush_sends = [&]() -> Result<bool> {
-    GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, next, {sreq.data(), k}));
-    return settle_burst(took, &k, units.data(), &op.next_send, &op.inflight_sends);
+    int h;
+    const size_t first = held_header(op, next, &sreq[0], &h) ? 0 : 1;
+    GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, next, {sreq.data() + first, k + 1 - first}));
+    return settle_burst(took_held(op, h, took), &k, units.data(), &op.next_send,
+                        &op.inflight_sends);
   };
   while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
     const UnitIo io = unit_io(op, op.next_send);
@@ -205,7 +209,7 @@ Status Communicator::Impl::ring_advance(Task& op) {
       const uint32_t u = op.next_send;
       if (io.scratch && u >= op.depth && !op.unit_done[u - op.depth]) break;
       units[k] = u;
-      sreq[k++] = send_req(op, io.src, io.slen * op.es, op.unit_base + u);
+      sreq[1 + k++] = send_req(op, io.src, io.slen * op.es, op.unit_base + u);
       ++op.inflight_sends;
     }
     ++op.next_send;
@@ -215,6 +219,7 @@ Status Communicator::Impl::ring_advance(Task& op) {
     }
   }
   if (k > 0) GW_RETURN_IF_ERROR(flush_sends().status());
+  GW_RETURN_IF_ERROR(send_held(op).status());  // a header with no data to go with now
   auto flush_recvs = [&]() -> Result<bool> {
     GW_ASSIGN_OR_RETURN(size_t took, post_recvs(op, prev, {rreq.data(), k}));
     return settle_burst(took, &k, units.data(), &op.next_recv, &op.inflight_recvs);

@@ -134,6 +134,14 @@ struct Task {
   uint32_t inflight_sends = 0, inflight_recvs = 0;
   uint32_t hdr_pending = 0;
   std::vector<uint8_t> unit_done;
+  /// Descriptor-header sends held back to leave in one post call with the first data message
+  /// to their peer (one writev on tcp: a small alltoall paid a message each way for them).
+  struct HeldHdr {
+    int peer = -1;
+    uint32_t unit = 0;
+  };
+  std::array<HeldHdr, 2> held{};
+  uint32_t nheld = 0;
 
   // Ring geometry: a ring over `ring_n` ranks (ring_ranks[i], or rank i when null) on the
   // elements [ring_off, ring_off + ring_count) of the vector, this rank's input in ring_in.

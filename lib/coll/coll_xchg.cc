@@ -15,7 +15,7 @@ namespace gw {
 using coll::Task;
 using coll::XPart;
 
-Status Communicator::Impl::post_ring_headers(Task& op) {
+Status Communicator::Impl::post_ring_headers(Task& op, bool hold) {
   if (n < 2) return Status();
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
   int to[coll::kBackHdr + 1] = {next, -1, -1, -1, -1};
@@ -26,7 +26,7 @@ Status Communicator::Impl::post_ring_headers(Task& op) {
     from[coll::kBackHdr] = next;
     k = coll::kBackHdr + 1;
   }
-  return post_headers(op, {to, k}, {from, k});
+  return post_headers(op, {to, k}, {from, k}, hold);
 }
 
 Status Communicator::Impl::xchg_setup(Task& op) {
@@ -46,7 +46,9 @@ Status Communicator::Impl::xchg_setup(Task& op) {
     if (p.slen == 0) p.src = op.scratch.data();
     if (p.rlen == 0) p.dst = op.scratch.data();
   }
-  return post_ring_headers(op);
+  // Headers leave with the first part to their peer (pairwise: the forward one with step 1);
+  // tree relays send only once they received, so theirs go at once.
+  return post_ring_headers(op, /*hold=*/!op.xrelay);
 }
 
 Status Communicator::Impl::xchg_advance(Task& op) {
@@ -67,12 +69,15 @@ Status Communicator::Impl::xchg_advance(Task& op) {
   while (op.next_send < op.units && op.inflight_sends < op.xwindow) {
     const XPart& p = op.xparts[op.next_send];
     if (p.to >= 0) {
-      GW_ASSIGN_OR_RETURN(bool took, send(op, p.to, p.src, p.slen, op.next_send, 0));
+      GW_ASSIGN_OR_RETURN(bool took, send_with_held(op, p.to, p.src, p.slen, op.next_send, 0));
       if (!took) break;
       ++op.inflight_sends;
     }
     ++op.next_send;
   }
+  // A header whose peer gets no part within the window (gather, scatter, a back header past
+  // it) goes alone now, as before; one the transport did not take, at the next advance.
+  GW_RETURN_IF_ERROR(send_held(op).status());
   return Status();
 }
 

@@ -214,7 +214,7 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
   op->dev_out = nullptr;
   op->units = op->sends_total = op->recvs_total = 0;
   op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
-  op->inflight_sends = op->inflight_recvs = op->hdr_pending = 0;
+  op->inflight_sends = op->inflight_recvs = op->hdr_pending = op->nheld = 0;
   op->rd_steps = op->rd_cur = op->rd_left = 0;
   if (kind == Kind::kAllreduce) {
     op->algo = call.algo == Algo::kAuto ? auto_algo(count * op->es) : call.algo;
@@ -297,11 +297,15 @@ const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, si
 }
 
 Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
-                                        std::span<const int> from) {
+                                        std::span<const int> from, bool hold) {
   if (!check_args) return Status();
   // to[i] / from[i] is the peer of header unit i (-1: none); both sides number them alike.
   for (size_t i = 0; i < to.size(); ++i) {
     if (to[i] < 0) continue;
+    if (hold && op.nheld < op.held.size()) {  // sent by the engine (coll_xchg.cc)
+      op.held[op.nheld++] = {to[i], coll::kHdrUnit + static_cast<uint32_t>(i)};
+      continue;
+    }
     GW_ASSIGN_OR_RETURN(bool took, send(op, to[i], &op.desc, sizeof(op.desc),
                                         coll::kHdrUnit + static_cast<uint32_t>(i)));
     if (!took) return Status(Code::kResourceExhausted, where(op) + ": send queue full");
@@ -333,7 +337,9 @@ Status Communicator::Impl::advance(Task& op) {
 
 void Communicator::Impl::maybe_complete(Task& op) {
   if (!op.done) {
-    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending) return;
+    if (op.sends_done < op.sends_total || op.recvs_done < op.recvs_total || op.hdr_pending ||
+        op.nheld)
+      return;
     if ((op.engine == coll::Engine::kRd || op.engine == coll::Engine::kBruck) &&
         op.rd_cur < op.rd_steps)
       return;

@@ -233,7 +233,7 @@ def case_regrow(build, tmp, cycles=30):
     a, b = use[19], use[-1]
     if rose(a, b, "fds") or rose(a, b, "threads") or \
             int(b["heap_kb"]) - int(a["heap_kb"]) > 64 or \
-            int(b["rss_kb"]) - int(a["rss_kb"]) > 1024:
+            int(b["rss_kb"]) - int(a["rss_kb"]) > RSS_SLACK_KB:
         job.fail(f"rank 1: cycle 20 -> {len(use)}: fds {a['fds']} -> {b['fds']}, threads "
                  f"{a['threads']} -> {b['threads']}, heap in use {a['heap_kb']} -> "
                  f"{b['heap_kb']} kB, rss {a['rss_kb']} -> {b['rss_kb']} kB")
@@ -243,6 +243,12 @@ def case_regrow(build, tmp, cycles=30):
           f"{max(grows):.1f} ms; rank 1 over cycles 20-{len(use)}: fds {a['fds']}, threads "
           f"{a['threads']}, heap in use {a['heap_kb']} -> {b['heap_kb']} kB, rss {a['rss_kb']} -> "
           f"{b['rss_kb']} kB")
+
+
+# RSS also counts pages of code and libraries first touched late (an error path) and malloc's
+# arenas settling: it rose 1,056 kB over 20 shrinks with the heap in use flat (+3 kB) in 1 run
+# of 3. A flight ring lost per shrink (2,000 records of ~80 B) would add ~3.2 MB.
+RSS_SLACK_KB = 2048
 
 
 def rose(a, b, key):
@@ -268,7 +274,7 @@ def case_leak(build, tmp):
         # The heap in use is flat from shrink ~20 on (a lost communicator is >= 64 kB: its
         # 16384-float buffers); RSS also moves with malloc's arenas settling, so it gets slack.
         heap_grew = int(b["heap_kb"]) - int(a["heap_kb"])
-        if heap_grew > 64 or int(b["rss_kb"]) - int(a["rss_kb"]) > 1024:
+        if heap_grew > 64 or int(b["rss_kb"]) - int(a["rss_kb"]) > RSS_SLACK_KB:
             job.fail(f"rank {r}: memory grew over 20 shrinks: heap in use {a['heap_kb']} -> "
                      f"{b['heap_kb']} kB, rss {a['rss_kb']} -> {b['rss_kb']} kB")
         grew.append(f"{heap_grew:+d}")
