@@ -54,6 +54,16 @@ WORKLOADS = [
     ("allreduce 64 MiB, 2 ranks memif, us", "coll",
      ["-t", "MEMIF", "-b", "64M", "-e", "64M", "-n", "8", "-w", "2", "-c", "0"], "time_us",
      False),
+    # Small collectives whose calls exchange descriptor headers (coll.check_args, the default).
+    ("allgather 2 KiB, 2 ranks tcp, us", "coll",
+     ["-t", LO, "--coll", "allgather", "-b", "2K", "-e", "2K", "-n", "10000", "-w", "500", "-c",
+      "0"], "time_us", False),
+    ("alltoall 2 KiB, 2 ranks tcp, us", "coll",
+     ["-t", LO, "--coll", "alltoall", "-b", "2K", "-e", "2K", "-n", "10000", "-w", "500", "-c",
+      "0"], "time_us", False),
+    ("alltoall 64 KiB, 4 ranks tcp, us", "coll",
+     ["--ranks", "4", "-t", LO, "--coll", "alltoall", "-b", "64K", "-e", "64K", "-n", "1000",
+      "-w", "50", "-c", "0"], "time_us", False),
     # One PS iteration (push + pull of 4 KiB, BSP) of 2 workers on 1 server: gw-ps-perf's CSV.
     ("PS 4 KiB push+pull, 1 server 2 workers tcp, us", "ps",
      ["-t", LO, "-s", "4K", "-n", "2000", "--warmup", "100", "--no-ring"], "ps_us", False),
@@ -106,7 +116,8 @@ def run_one(build, tool, args, key, tag):
     args = [memif(sock) if a == "MEMIF" else a for a in args]
     env = side_env(tag)
     try:
-        out = subprocess.run([exe, "--ranks", "2", "--json"] + args, env=env, timeout=300,
+        ranks = [] if "--ranks" in args else ["--ranks", "2"]
+        out = subprocess.run([exe, "--json"] + ranks + args, env=env, timeout=300,
                              capture_output=True, text=True)
     except subprocess.TimeoutExpired:
         return None
