@@ -58,6 +58,7 @@ class EpLinks {
   }
   /// A packet left on link k.
   void sent(uint8_t k, uint64_t now) {
+    if (idle_at_) resume(now);
     Link& l = l_[k];
     ++l.inflight;
     if (!l.waiting) {
@@ -74,14 +75,17 @@ class EpLinks {
       l.acked_at = now;
     }
   }
-  /// Every packet of the connection is acknowledged: no link owes anything.
-  void idle() {
-    for (int k = 0; k < n_; ++k) l_[k].waiting = false;
+  /// Every packet of the connection is acknowledged at `now`. A link whose packets were all
+  /// sent again elsewhere still owes its ack: its clock stops until the connection sends again
+  /// (clearing it let a cut link live as long as loss recovery kept draining the connection).
+  void idle(uint64_t now) {
+    if (!idle_at_) idle_at_ = now;
   }
-  /// A link that owed an ack for `timeout` ns while another link's packets were acknowledged
-  /// (a peer that acknowledges nothing is stopped or gone: the peer timeout's business); -1:
-  /// none. The last live link is never one.
+  /// A link that owed an ack for `timeout` ns of busy time while another link's packets were
+  /// acknowledged (a peer that acknowledges nothing is stopped or gone: the peer timeout's
+  /// business); -1: none. The last live link is never one.
   int overdue(uint64_t now, uint64_t timeout) const {
+    if (idle_at_) now = idle_at_;  // the clocks stand while nothing is in flight
     int live = 0;
     for (int k = 0; k < n_; ++k) live += !l_[k].dead;
     for (int k = 0; live > 1 && k < n_; ++k) {
@@ -112,6 +116,7 @@ class EpLinks {
   }
   void reset() {
     for (auto& l : l_) l = Link{};
+    idle_at_ = 0;
   }
 
  private:
@@ -122,7 +127,14 @@ class EpLinks {
     uint64_t next_probe = 0;
     bool waiting = false, dead = false;
   };
+  /// The connection sends again: owing links' clocks skip the idle time.
+  void resume(uint64_t now) {
+    for (int k = 0; k < n_; ++k)
+      if (l_[k].waiting) l_[k].since += now - idle_at_;
+    idle_at_ = 0;
+  }
   Link l_[kMaxLinks];
+  uint64_t idle_at_ = 0;  // when every packet was last acknowledged; 0: busy
   uint8_t n_ = 1, rr_ = 0;
 };
 

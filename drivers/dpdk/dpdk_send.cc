@@ -237,7 +237,7 @@ void DpdkEndpoint::on_ack(const WireHdr& h, const uint64_t* ext, uint32_t ext_wo
     if (!resent) rtt_sample(t_->now() - last.sent);
     grow_window(static_cast<uint32_t>(adv));
     snd_una_ = h.ack;
-    if (snd_una_ == snd_nxt_ && links_.many()) links_.idle();
+    if (snd_una_ == snd_nxt_ && links_.many()) links_.idle(t_->now());
     backoff_ = 0;
     last_advance_ = t_->now();
     if (!tx_wins_.empty()) release_tx_windows();

@@ -102,11 +102,40 @@ TEST(DpdkLinks, SilentLinkIsTakenOutAndProbedBack) {
   l.set_live(1);
   EXPECT_EQ(l.probe_due(10'000 * ms, 100 * ms), -1);
   EXPECT_EQ(l.control(1), 1);
-  // Packets acknowledged after a resend elsewhere: the link owes nothing once all are in.
-  l.sent(0, 600 * ms);
-  l.left(0, false);
-  l.idle();
-  EXPECT_EQ(l.overdue(5'000 * ms, timeout), -1);
+}
+
+// A cut link whose packets loss recovery keeps sending again on the other while the connection
+// drains between messages: it still owes, and only the busy time counts.
+TEST(DpdkLinks, DrainingNeitherClearsNorAgesALinkThatOwes) {
+  EpLinks l;
+  l.init(2);
+  const uint64_t ms = 1'000'000, timeout = 500 * ms;
+  l.sent(0, 0);
+  l.sent(1, 0);
+  l.left(0, true, 1 * ms);
+  l.left(1, false);  // its packet goes again on link 0 and is acknowledged there
+  l.sent(0, 10 * ms);
+  l.left(0, true, 12 * ms);
+  l.idle(12 * ms);
+  EXPECT_EQ(l.overdue(10'000 * ms, timeout), -1);  // 12 ms owed: the idle time stands still
+  l.sent(0, 10'000 * ms);
+  l.sent(1, 10'000 * ms);
+  EXPECT_EQ(l.overdue(10'400 * ms, timeout), -1);  // 412 ms owed
+  l.left(0, true, 10'300 * ms);
+  EXPECT_EQ(l.overdue(10'489 * ms, timeout), 1);  // 501 ms owed, link 0 carries
+  // A link whose own packet is acknowledged owes nothing, however long the connection idles.
+  EpLinks m;
+  m.init(2);
+  m.sent(0, 0);
+  m.sent(1, 0);
+  m.left(1, false);
+  m.left(0, true, 1 * ms);
+  m.sent(1, 2 * ms);
+  m.left(1, true, 3 * ms);
+  m.idle(3 * ms);
+  m.sent(0, 9'000 * ms);
+  m.left(0, true, 9'001 * ms);
+  EXPECT_EQ(m.overdue(20'000 * ms, timeout), -1);
 }
 
 TEST(DpdkLinks, LastLiveLinkIsNeverTakenOut) {
