@@ -48,6 +48,17 @@ bool Port::link_up() const {
 
 Status Port::setup(const PortOptions& o) {
   const int serial = g_serial++;
+  GW_RETURN_IF_ERROR(attach(o, serial));
+  have_port_ = true;
+  rte_eth_dev_info info{};
+  rte_eth_conf conf{};
+  GW_RETURN_IF_ERROR(configure(o, &info, &conf));
+  GW_RETURN_IF_ERROR(make_pools(o, serial));
+  return start_queues(o, info, conf);
+}
+
+// A ring-bus slot, a vdev made here, or a probed device.
+Status Port::attach(const PortOptions& o, int serial) {
   if (!o.ring_bus.empty()) {
     GW_ASSIGN_OR_RETURN(ring_, ring_bus_join(o.ring_bus, o.mbufs, std::min(o.mtu, kMaxJumbo)));
     bus_ = o.ring_bus;
@@ -96,14 +107,17 @@ Status Port::setup(const PortOptions& o) {
                   "dpdk: no device given: set dpdk.vdev (e.g. vdev=net_memif0;role=server), "
                   "dpdk.ring (an in-process ring bus) or dpdk.device");
   }
-  have_port_ = true;
+  return Status();
+}
 
-  rte_eth_dev_info info{};
+// Driver facts, MTU and rte_eth_dev_configure.
+Status Port::configure(const PortOptions& o, rte_eth_dev_info* infop, rte_eth_conf* confp) {
+  rte_eth_dev_info& info = *infop;
+  rte_eth_conf& conf = *confp;
   if (int rc = rte_eth_dev_info_get(id_, &info); rc != 0)
     return eth_error("rte_eth_dev_info_get", name_, rc);
   driver_ = info.driver_name ? info.driver_name : "?";
   multi_seg_ = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
-  rte_eth_conf conf{};
   if (multi_seg_) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   // memif checks no frame length (a frame is a descriptor chain of any length): a jumbo MTU
   // is gradwire's alone, and the device, whose rte_eth_dev_configure refuses frames beyond
@@ -138,39 +152,47 @@ Status Port::setup(const PortOptions& o) {
   if (rte_eth_dev_get_mtu(id_, &mtu_) != 0) mtu_ = 1500;
   if (wire_mtu) mtu_ = static_cast<uint16_t>(wire_mtu);
   rte_eth_macaddr_get(id_, &mac_);
+  return Status();
+}
 
-  if (!rx_pool_) {
-    std::string rxn = "gwrx" + std::to_string(serial), txn = "gwtx" + std::to_string(serial);
-    uint16_t room = static_cast<uint16_t>(
-        std::max<int>(RTE_MBUF_DEFAULT_BUF_SIZE, std::min<int>(mtu_ + 128 + 64, 9216 + 256)));
-    uint16_t tx_room = room;
-    // memif with its buffer size given (jumbo frames): a receive mbuf holds one buffer, so
-    // the PMD takes its fast path (one mbuf per descriptor, allocated in bulk); transmit mbufs
-    // are larger than a buffer, so the PMD packs a frame's segments (headers, then the
-    // payload in the caller's memory) into one descriptor instead of one per segment.
-    if (const int bsize = memif ? std::atoi(vdev_arg(o.vdev, "bsize").c_str()) : 0;
-        bsize > 0 && bsize <= UINT16_MAX - 2 * RTE_PKTMBUF_HEADROOM) {
-      room = static_cast<uint16_t>(bsize + RTE_PKTMBUF_HEADROOM);
-      tx_room = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
-    }
-    // memif's jumbo buffers: fewer of them (a receive pool of at most ~64 MiB, at least 1023
-    // mbufs). A transmit mbuf lives only until the PMD has copied it (a retransmission builds
-    // a new frame), so that transmit pool takes 1023; the receive pool also holds the packets
-    // that wait for a hole to fill.
-    const bool big = tx_room > room;
-    const int fit = big ? static_cast<int>((64u << 20) / (room + 256u)) : o.mbufs;
-    const unsigned n = static_cast<unsigned>(std::max(1023, std::min(o.mbufs, fit)));
-    const unsigned ntx = big ? 1023 : o.tx_mbufs > 0 ? static_cast<unsigned>(o.tx_mbufs) : n;
-    rx_pool_ = rte_pktmbuf_pool_create(rxn.c_str(), n, 256, 0, room, 0);
-    tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), ntx, 256, 0, tx_room, 0);
-    rx_mbufs_ = static_cast<int>(n);
-    own_pools_ = true;
-    if (!rx_pool_ || !tx_pool_) {
-      return Status(Code::kResourceExhausted,
-                    "dpdk: mempools of " + std::to_string(n) + " mbufs for port " + name_ + ": " +
-                        rte_strerror(rte_errno) + " (raise dpdk.memory_mb or lower dpdk.mbufs)");
-    }
+Status Port::make_pools(const PortOptions& o, int serial) {
+  const bool memif = driver_ == "net_memif";
+  if (rx_pool_) return Status();  // the ring bus's shared pool
+  std::string rxn = "gwrx" + std::to_string(serial), txn = "gwtx" + std::to_string(serial);
+  uint16_t room = static_cast<uint16_t>(
+      std::max<int>(RTE_MBUF_DEFAULT_BUF_SIZE, std::min<int>(mtu_ + 128 + 64, 9216 + 256)));
+  uint16_t tx_room = room;
+  // memif with its buffer size given (jumbo frames): a receive mbuf holds one buffer, so
+  // the PMD takes its fast path (one mbuf per descriptor, allocated in bulk); transmit mbufs
+  // are larger than a buffer, so the PMD packs a frame's segments (headers, then the
+  // payload in the caller's memory) into one descriptor instead of one per segment.
+  if (const int bsize = memif ? std::atoi(vdev_arg(o.vdev, "bsize").c_str()) : 0;
+      bsize > 0 && bsize <= UINT16_MAX - 2 * RTE_PKTMBUF_HEADROOM) {
+    room = static_cast<uint16_t>(bsize + RTE_PKTMBUF_HEADROOM);
+    tx_room = static_cast<uint16_t>(room + RTE_PKTMBUF_HEADROOM);
   }
+  // memif's jumbo buffers: fewer of them (a receive pool of at most ~64 MiB, at least 1023
+  // mbufs). A transmit mbuf lives only until the PMD has copied it (a retransmission builds
+  // a new frame), so that transmit pool takes 1023; the receive pool also holds the packets
+  // that wait for a hole to fill.
+  const bool big = tx_room > room;
+  const int fit = big ? static_cast<int>((64u << 20) / (room + 256u)) : o.mbufs;
+  const unsigned n = static_cast<unsigned>(std::max(1023, std::min(o.mbufs, fit)));
+  const unsigned ntx = big ? 1023 : o.tx_mbufs > 0 ? static_cast<unsigned>(o.tx_mbufs) : n;
+  rx_pool_ = rte_pktmbuf_pool_create(rxn.c_str(), n, 256, 0, room, 0);
+  tx_pool_ = rte_pktmbuf_pool_create(txn.c_str(), ntx, 256, 0, tx_room, 0);
+  rx_mbufs_ = static_cast<int>(n);
+  own_pools_ = true;
+  if (!rx_pool_ || !tx_pool_) {
+    return Status(Code::kResourceExhausted,
+                  "dpdk: mempools of " + std::to_string(n) + " mbufs for port " + name_ + ": " +
+                      rte_strerror(rte_errno) + " (raise dpdk.memory_mb or lower dpdk.mbufs)");
+  }
+  return Status();
+}
+
+Status Port::start_queues(const PortOptions& o, const rte_eth_dev_info& info,
+                          const rte_eth_conf& conf) {
   uint16_t rxd = static_cast<uint16_t>(o.rx_desc), txd = static_cast<uint16_t>(o.tx_desc);
   rte_eth_dev_adjust_nb_rx_tx_desc(id_, &rxd, &txd);
   const int socket = std::max(0, rte_eth_dev_socket_id(id_));

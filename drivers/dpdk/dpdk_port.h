@@ -18,6 +18,8 @@
 #include "gw_status.h"
 
 struct rte_mempool;
+struct rte_eth_dev_info;
+struct rte_eth_conf;
 
 namespace gw::drv::dpdk {
 
@@ -61,7 +63,11 @@ class Port {
 
  private:
   Port() = default;
-  Status setup(const PortOptions& o);
+  Status setup(const PortOptions& o);  // the four below, in order
+  Status attach(const PortOptions& o, int serial);
+  Status configure(const PortOptions& o, rte_eth_dev_info* info, rte_eth_conf* conf);
+  Status make_pools(const PortOptions& o, int serial);
+  Status start_queues(const PortOptions& o, const rte_eth_dev_info& info, const rte_eth_conf& conf);
 
   uint16_t id_ = 0;
   bool have_port_ = false, started_ = false, own_vdev_ = false;

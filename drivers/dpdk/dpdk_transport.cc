@@ -81,30 +81,56 @@ Status DpdkTransport::init(const Config& cfg) {
                   "dpdk: no device configured (set dpdk.vdev, dpdk.ring or dpdk.device, e.g. "
                   "dpdk:vdev=net_memif0,role=server,socket=/tmp/gw.sock)");
   }
-  // A large window lets the sender run ahead while a descheduled receiver is not polling
-  // (what the kernel's socket buffers do for TCP); ring-bus ranks share one pool and one
-  // receive ring per port, so they get a smaller one.
-  int64_t w = ch.window;
-  // Jumbo frames (memif's default): 128 packets are 4 MiB in flight. With 256 (8 MiB) a hole's
-  // retransmission queued behind twice as much at the receiver: at 1 % loss goodput fell to
-  // 0.50-0.53x lossless, against 0.96-0.99x with 128 and the same lossless rate.
-  if (w == 0) w = !po.ring_bus.empty() ? 256 : po.mtu > kJumboWindowMtu ? 128 : 1024;
-  if (w < 64 || w > 4096 || !std::has_single_bit(static_cast<uint64_t>(w))) {
-    return Status(Code::kInvalidArgument,
-                  "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
-  }
-  opts_.window = static_cast<int>(w);
-  const bool af_xdp = po.vdev.rfind("net_af_xdp", 0) == 0;
-  if (po.rx_desc == 0) po.rx_desc = af_xdp ? 2 * opts_.window : 1024;
-  if (po.mbufs == 0) po.mbufs = af_xdp ? 32767 : 8191;
-  credit_.init(static_cast<uint32_t>(w), opts_.incast_credits);
-  const std::string &cks = ch.checksum, &zc = ch.zero_copy;
+  GW_RETURN_IF_ERROR(init_window(ch.window, &po));
   open_gpu();
 
   GW_ASSIGN_OR_RETURN(key_, auth::process_key());
   GW_RETURN_IF_ERROR(eal_init(cfg));
   GW_ASSIGN_OR_RETURN(port_, Port::open(po));
   if (ifaces.size() > 1) GW_RETURN_IF_ERROR(open_links(po, link_kind, link_args, ifaces));
+  std::string ip;
+  GW_RETURN_IF_ERROR(init_identity(ch.ip, &ip));
+  init_features(ch);
+  GW_RETURN_IF_ERROR(init_address());
+  GW_RETURN_IF_ERROR(init_state());
+  log_->info(
+      "dpdk: port {} ({}) MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} IP {} UDP {}; "
+      "MTU {} ({} payload bytes per packet); window {} packets; checksums {}; "
+      "zero copy {}{}",
+      port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1], mac_.addr_bytes[2],
+      mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip, ntohs(opts_.udp_port),
+      port_->mtu(), opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
+      opts_.zero_copy ? "on" : "off",
+      opts_.zero_copy ? ""
+      : port_->is_ring()
+          ? " (ring ports hand mbufs to a peer in this process, which may read them after "
+            "the send completed)"
+      : !port_->multi_seg_tx() ? " (the port does not take chained mbufs)"
+                               : " (dpdk.zero_copy or IOVA mode)");
+  return Status();
+}
+
+Status DpdkTransport::init_window(int64_t w, PortOptions* po) {
+  // A large window lets the sender run ahead while a descheduled receiver is not polling
+  // (what the kernel's socket buffers do for TCP); ring-bus ranks share one pool and one
+  // receive ring per port, so they get a smaller one.
+  // Jumbo frames (memif's default): 128 packets are 4 MiB in flight. With 256 (8 MiB) a hole's
+  // retransmission queued behind twice as much at the receiver: at 1 % loss goodput fell to
+  // 0.50-0.53x lossless, against 0.96-0.99x with 128 and the same lossless rate.
+  if (w == 0) w = !po->ring_bus.empty() ? 256 : po->mtu > kJumboWindowMtu ? 128 : 1024;
+  if (w < 64 || w > 4096 || !std::has_single_bit(static_cast<uint64_t>(w))) {
+    return Status(Code::kInvalidArgument,
+                  "dpdk.window = " + std::to_string(w) + " must be a power of two in 64..4096");
+  }
+  opts_.window = static_cast<int>(w);
+  const bool af_xdp = po->vdev.rfind("net_af_xdp", 0) == 0;
+  if (po->rx_desc == 0) po->rx_desc = af_xdp ? 2 * opts_.window : 1024;
+  if (po->mbufs == 0) po->mbufs = af_xdp ? 32767 : 8191;
+  credit_.init(static_cast<uint32_t>(w), opts_.incast_credits);
+  return Status();
+}
+
+Status DpdkTransport::init_identity(const std::string& ip_opt, std::string* ip) {
   mac_ = port_->mac();
   if (port_->is_ring() || rte_is_zero_ether_addr(&mac_)) {
     // Ring ports have no MAC of their own: make a locally administered one per slot.
@@ -116,15 +142,15 @@ Status DpdkTransport::init(const Config& cfg) {
                           static_cast<uint8_t>(port_->ring_index() + 1)};
     std::memcpy(mac_.addr_bytes, m, 6);
   }
-  std::string ip = ch.ip;
-  if (ip.empty()) {
+  *ip = ip_opt;
+  if (ip->empty()) {
     const uint8_t* b = mac_.addr_bytes;
-    ip = "10." + std::to_string(b[3]) + "." + std::to_string(b[4]) + "." +
-         std::to_string(b[5] == 0 || b[5] == 255 ? 1 : b[5]);
+    *ip = "10." + std::to_string(b[3]) + "." + std::to_string(b[4]) + "." +
+          std::to_string(b[5] == 0 || b[5] == 255 ? 1 : b[5]);
   }
   in_addr a{};
-  if (inet_pton(AF_INET, ip.c_str(), &a) != 1)
-    return Status(Code::kInvalidArgument, "dpdk.ip = '" + ip + "' is not an IPv4 address");
+  if (inet_pton(AF_INET, ip->c_str(), &a) != 1)
+    return Status(Code::kInvalidArgument, "dpdk.ip = '" + *ip + "' is not an IPv4 address");
   opts_.ip = a.s_addr;
   const uint32_t mtu = port_->mtu();
   if (mtu < 576) {
@@ -137,6 +163,11 @@ Status DpdkTransport::init(const Config& cfg) {
   // Held packets keep receive mbufs: never so many that the pool runs dry for the
   // retransmission that would release them.
   if (port_->rx_mbufs() > 0) opts_.held_max = std::min(opts_.held_max, port_->rx_mbufs() / 2);
+  return Status();
+}
+
+void DpdkTransport::init_features(const Choices& ch) {
+  const std::string &cks = ch.checksum, &zc = ch.zero_copy;
   opts_.zero_copy = zc == "on" || (zc == "auto" && port_->multi_seg_tx() && !port_->is_ring() &&
                                    rte_eal_iova_mode() == RTE_IOVA_VA);
   if (zc == "on" && !port_->multi_seg_tx()) {
@@ -146,7 +177,6 @@ Status DpdkTransport::init(const Config& cfg) {
         "payload is copied into mbufs",
         port_->name(), port_->driver());
   }
-
   const FaultProbs& rx = ch.rx;
   const FaultProbs& tx = ch.tx;
   // memif is shared memory between two processes of one host: like loopback TCP, which
@@ -166,7 +196,9 @@ Status DpdkTransport::init(const Config& cfg) {
         "dup {} reorder {} corrupt {}",
         rx.drop, rx.dup, rx.reorder, rx.corrupt, tx.drop, tx.dup, tx.reorder, tx.corrupt);
   }
+}
 
+Status DpdkTransport::init_address() {
   AddrPayload mine;
   mine.links = static_cast<uint8_t>(links());
   for (uint8_t k = 0; k < mine.links; ++k) std::memcpy(mine.mac[k], link_mac(k).addr_bytes, 6);
@@ -187,6 +219,10 @@ Status DpdkTransport::init(const Config& cfg) {
   if (opts_.zero_copy) props_.zero_copy_kinds = {MemKind::kHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
+  return Status();
+}
+
+Status DpdkTransport::init_state() {
   core_.init("dpdk", log_, static_cast<size_t>(opts_.cq_depth),
              static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -203,20 +239,6 @@ Status DpdkTransport::init(const Config& cfg) {
   txq_.resize(static_cast<size_t>(port_->tx_queues()));
   for (auto& q : txq_) q.reserve(64);
   tx_faulted_.resize(2 * 64 + 2);
-  log_->info(
-      "dpdk: port {} ({}) MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} IP {} UDP {}; "
-      "MTU {} ({} payload bytes per packet); window {} packets; checksums {}; "
-      "zero copy {}{}",
-      port_->name(), port_->driver(), mac_.addr_bytes[0], mac_.addr_bytes[1], mac_.addr_bytes[2],
-      mac_.addr_bytes[3], mac_.addr_bytes[4], mac_.addr_bytes[5], ip, ntohs(opts_.udp_port), mtu,
-      opts_.seg_payload, opts_.window, opts_.checksum ? "on" : "off",
-      opts_.zero_copy ? "on" : "off",
-      opts_.zero_copy ? ""
-      : port_->is_ring()
-          ? " (ring ports hand mbufs to a peer in this process, which may read them after "
-            "the send completed)"
-      : !port_->multi_seg_tx() ? " (the port does not take chained mbufs)"
-                               : " (dpdk.zero_copy or IOVA mode)");
   return Status();
 }
 

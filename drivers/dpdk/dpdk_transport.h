@@ -125,6 +125,13 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
 
   DpdkTransport() = default;
   Status init(const Config& cfg);
+  // init's steps, in order: window and pools (before the port opens), then MAC, IP and MTU;
+  // zero copy, checksums and fault injection; the address and properties; the tables.
+  Status init_window(int64_t window, PortOptions* po);
+  Status init_identity(const std::string& ip_opt, std::string* ip);
+  void init_features(const Choices& ch);
+  Status init_address();
+  Status init_state();
   void rx_burst();
   void handle_frame(rte_mbuf* m, uint8_t link = 0);
   // dpdk.ifaces (dpdk_links.cc): the ports after the first, named <kind><k><args>;iface=...

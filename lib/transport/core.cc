@@ -1,5 +1,5 @@
 // The transport core's cold paths: set-up, any-source receives, buffered-message delivery,
-// failures, request errors. Hot paths are inline in gw_core.h and gw_core_sink.h.
+// failures, request errors. Hot paths are inline in gw_core_inl.h and gw_completion_sink.h.
 #include <algorithm>
 #include <cstring>
 #include <new>

@@ -1,5 +1,5 @@
 /// @file gw_core_inl.h
-/// The transport core's hot paths, inline (included by gw_core.h only): a driver's arrival
+/// The transport core's hot paths, inline (included by gw_endpoint_core.h only): a driver's arrival
 /// path calls begin/finish once per message with no virtual call, and the request checks
 /// build an error text only when a request is wrong.
 #pragma once

@@ -5,7 +5,8 @@
 
 #include <cstdint>
 
-#include "gw_core_sink.h"
+#include "gw_completion_sink.h"
+#include "gw_unexpected_store.h"
 
 namespace gw::core {
 
