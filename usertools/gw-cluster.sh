@@ -16,7 +16,7 @@
 #                                                  # is reshaped (both directions; R: tc rate)
 # Options:
 #   --hosts N (2..8, default 4)  --ranks-per-host K (default 1)  --rate R (tc rate, default 1gbit)
-#   --burst B (tbf burst, default 1 ms at the rate, at least 64 KiB: one GSO segment)
+#   --burst B (tbf burst, default 1 ms at the rate, at least 128 KiB: two GSO segments)
 #   --queue Q (switch port queue: a time, tbf latency, default 5ms; or bytes, e.g. 262144)
 #   --links K (1..4 links per host, default 1; or one count per host: --links 2,2,1,1)
 #   --id ID (default: pid)
@@ -141,7 +141,9 @@ up() {
 shape() {
   local bps b
   bps=$(rate_bps "$3") || return 1
-  b=${burst:-$(( bps / 8 / 1000 > 65536 + 1514 ? bps / 8 / 1000 : 65536 + 1514 ))}
+  # At least two GSO segments: with one (64 KiB + a frame) a backlogged queue went out a frame
+  # per timer, and below 1 Gbit/s that softirq took both cores of a 4-host ring (2026-12-02).
+  b=${burst:-$(( bps / 8 / 1000 > 131072 ? bps / 8 / 1000 : 131072 ))}
   # shellcheck disable=SC2046
   tc -n "$p-h$1" qdisc "$4" dev "$(hif "$1" "$2")" root tbf rate "$3" burst "$b" \
     limit 33554432 &&

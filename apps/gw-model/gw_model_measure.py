@@ -49,8 +49,8 @@ def bed(args, hosts, per, rate, cmd, logs=None):
 
 def burst_bytes(rate):
     """The tbf burst of every bed link (gw-cluster.sh's default): 1 ms at the rate, at least
-    64 KiB and a frame (one GSO segment)."""
-    return max(int(rate_bps(rate)) // 8 // 1000, 65536 + 1514)
+    128 KiB (two GSO segments)."""
+    return max(int(rate_bps(rate)) // 8 // 1000, 131072)
 
 
 def iters_for(args, rate, size):
