@@ -141,8 +141,8 @@ up() {
 shape() {
   local bps b
   bps=$(rate_bps "$3") || return 1
-  # At least two GSO segments: with one (64 KiB + a frame) a backlogged queue went out a frame
-  # per timer, and below 1 Gbit/s that softirq took both cores of a 4-host ring (2026-12-02).
+  # At least two GSO segments: with one (64 KiB + a frame) tbf throttled 7x as often, and below
+  # 1 Gbit/s its softirq took both cores of a 4-host ring (2026-12-02).
   b=${burst:-$(( bps / 8 / 1000 > 131072 ? bps / 8 / 1000 : 131072 ))}
   # shellcheck disable=SC2046
   tc -n "$p-h$1" qdisc "$4" dev "$(hif "$1" "$2")" root tbf rate "$3" burst "$b" \
