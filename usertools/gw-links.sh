@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --transport) kind=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
-    *) echo "usage: $0 [--build DIR] [--transport tcp|dpdk] [--rate R] [--seconds S] [--rounds N]" >&2
+    *) echo "usage: $0 [--build DIR] [--transport tcp|dpdk] [--rate R] [--seconds S] [--rounds N] [--parts pair,ring,cut]" >&2
        exit 2 ;;
   esac
 done
@@ -60,6 +60,9 @@ ring() {  # spec
 }
 
 has() { [[ ",$parts," == *",$1,"* ]]; }
+for part in ${parts//,/ }; do
+  case $part in pair|ring|cut) ;; *) echo "--parts: pair, ring or cut, not '$part'" >&2; exit 2 ;; esac
+done
 if has pair; then
   echo "## $kind: one rank pair, 1 MiB messages, $rate per link ($(date -u +%F), $(nproc) CPUs)"
   echo
