@@ -57,6 +57,62 @@ uint64_t job_hash(std::string_view a) {
   return h;
 }
 
+// Waits for every rank's address key; a timeout names the ranks that never published.
+Status wait_addresses(Store& st, const std::vector<std::string>& keys, const Deadline& deadline,
+                      Nanos timeout, const std::string& where, const std::string& prefix) {
+  Status waited = st.wait(keys, deadline.remaining());
+  if (waited.code() == Code::kTimeout) {
+    GW_ASSIGN_OR_RETURN(auto missing, store::missing_ranks(st, keys));
+    if (missing.empty()) return Status();
+    auto ms = std::chrono::duration_cast<Millis>(timeout).count();
+    return Status(Code::kTimeout,
+                  where + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
+                      store::join_ranks(missing) +
+                      (missing.size() == 1 ? " never published its" : " never published their") +
+                      " address to the store within " + std::to_string(ms) + " ms (prefix " +
+                      prefix + "): check " + (missing.size() == 1 ? "it was" : "they were") +
+                      " started, with the same world size and master address/port")
+        .with_rank(missing.front());
+  }
+  if (!waited.ok()) return waited.with_context(where + ": waiting for the other ranks' addresses");
+  return Status();
+}
+
+// Every other rank's address, each checked to be for this rank's driver.
+Result<std::vector<Address>> read_addresses(Store& st, const std::vector<std::string>& keys,
+                                            int rank, std::string_view driver,
+                                            const Deadline& deadline, const std::string& where) {
+  std::vector<Address> addrs(keys.size());
+  for (size_t p = 0; p < keys.size(); ++p) {
+    if (static_cast<int>(p) == rank) continue;
+    std::string ctx = where + ": address of rank " + std::to_string(p);
+    GW_ASSIGN_OR_RETURN(auto bytes, st.get(keys[p], deadline.remaining()));
+    auto addr = Address::from_bytes(bytes);
+    if (!addr.ok()) return addr.status().with_context(ctx);
+    if (addr->driver() != driver) {
+      return Status(Code::kInvalidArgument,
+                    ctx + " is for driver '" + std::string(addr->driver()) +
+                        "' but this rank uses '" + std::string(driver) +
+                        "': every rank of a group must open the same transport");
+    }
+    addrs[p] = *addr;
+  }
+  return addrs;
+}
+
+// Numbers the hosts by first appearance in rank order (hosts[r]); returns their count.
+Result<int> number_hosts(Store& st, const std::string& prefix, int size, const Deadline& deadline,
+                         std::vector<int>& hosts) {
+  std::map<std::string, int> host_ids;
+  for (int p = 0; p < size; ++p) {
+    GW_ASSIGN_OR_RETURN(auto h,
+                        st.get(prefix + "/host/" + std::to_string(p), deadline.remaining()));
+    auto it = host_ids.emplace(h, static_cast<int>(host_ids.size())).first;
+    hosts[static_cast<size_t>(p)] = it->second;
+  }
+  return static_cast<int>(host_ids.size());
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
@@ -97,54 +153,14 @@ Result<std::unique_ptr<Group>> Group::create(std::shared_ptr<Store> store,
   GW_RETURN_IF_ERROR(
       g->store_->set(keys[static_cast<size_t>(rank)], tr.address().bytes()).with_context(where));
 
-  Status waited = g->store_->wait(keys, deadline.remaining());
-  if (waited.code() == Code::kTimeout) {
-    GW_ASSIGN_OR_RETURN(auto missing, store::missing_ranks(*g->store_, keys));
-    if (!missing.empty()) {
-      auto ms = std::chrono::duration_cast<Millis>(timeout).count();
-      return Status(Code::kTimeout,
-                    where + ": " + (missing.size() == 1 ? "rank " : "ranks ") +
-                        store::join_ranks(missing) +
-                        (missing.size() == 1 ? " never published its" : " never published their") +
-                        " address to the store within " + std::to_string(ms) + " ms (prefix " +
-                        prefix + "): check " + (missing.size() == 1 ? "it was" : "they were") +
-                        " started, with the same world size and master address/port")
-          .with_rank(missing.front());
-    }
-  } else if (!waited.ok()) {
-    return waited.with_context(where + ": waiting for the other ranks' addresses");
-  }
-
-  std::vector<Address> addrs(static_cast<size_t>(size));
-  std::string_view driver = tr.address().driver();
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    std::string ctx = where + ": address of rank " + std::to_string(p);
-    GW_ASSIGN_OR_RETURN(auto bytes,
-                        g->store_->get(keys[static_cast<size_t>(p)], deadline.remaining()));
-    auto addr = Address::from_bytes(bytes);
-    if (!addr.ok()) return addr.status().with_context(ctx);
-    if (addr->driver() != driver) {
-      return Status(Code::kInvalidArgument,
-                    ctx + " is for driver '" + std::string(addr->driver()) +
-                        "' but this rank uses '" + std::string(driver) +
-                        "': every rank of a group must open the same transport");
-    }
-    addrs[static_cast<size_t>(p)] = *addr;
-  }
+  GW_RETURN_IF_ERROR(wait_addresses(*g->store_, keys, deadline, timeout, where, prefix));
+  GW_ASSIGN_OR_RETURN(
+      auto addrs, read_addresses(*g->store_, keys, rank, tr.address().driver(), deadline, where));
   // The job's name for tools (health sockets): rank 0's address is unique while it runs.
   g->job_id_ = job_hash(rank == 0 ? tr.address().bytes() : addrs[0].bytes());
-  std::map<std::string, int> host_ids;
-  for (int p = 0; p < size; ++p) {
-    GW_ASSIGN_OR_RETURN(
-        auto h, g->store_->get(prefix + "/host/" + std::to_string(p), deadline.remaining()));
-    auto it = host_ids.emplace(h, static_cast<int>(host_ids.size())).first;
-    g->hosts_[static_cast<size_t>(p)] = it->second;
-  }
-  g->num_hosts_ = static_cast<int>(host_ids.size());
-
+  GW_ASSIGN_OR_RETURN(g->num_hosts_, number_hosts(*g->store_, prefix, size, deadline, g->hosts_));
   GW_RETURN_IF_ERROR(g->connect_missing(addrs, deadline, where));
-  lg->debug("{}: connected to {} peers over {}", where, size - 1, driver);
+  lg->debug("{}: connected to {} peers over {}", where, size - 1, tr.address().driver());
   return g;
 }
 

@@ -100,16 +100,6 @@ bool StoreCore::handle(Client& c, std::string_view payload) {
     c.keys.clear();
     for (uint32_t i = 0; i < n && r.ok(); ++i) c.keys.emplace_back(r.str());
   };
-  auto park = [&](int64_t timeout_ms) {
-    c.waiting = true;
-    c.wait_op = op;
-    c.next = 0;
-    c.deadline = Clock::now() + Millis(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
-    if (satisfied(c))
-      finish_wait(c, End::kDone);
-    else if (left_rank_ >= 0)
-      finish_wait(c, End::kLeft);
-  };
   switch (op) {
     case wire::Op::kSet: {
       auto key = r.str();
@@ -124,38 +114,16 @@ bool StoreCore::handle(Client& c, std::string_view payload) {
       c.keys.assign(1, std::string(r.str()));
       int64_t timeout_ms = r.i64();
       if (!r.ok() || !r.at_end()) return false;
-      park(timeout_ms);
+      park(c, op, timeout_ms);
       return true;
     }
-    case wire::Op::kAdd: {
-      auto key = r.str();
-      int64_t delta = r.i64();
-      if (!r.ok() || !r.at_end()) return false;
-      int64_t old = 0;
-      Status bad;
-      if (auto it = data_.find(key); it != data_.end()) {
-        auto parsed = store::parse_counter("tcp store " + where_, key, it->second);
-        if (parsed.ok())
-          old = *parsed;
-        else
-          bad = parsed.status();
-      }
-      Result<int64_t> v = bad.ok() ? store::add_checked("tcp store " + where_, key, old, delta)
-                                   : Result<int64_t>(bad);
-      if (!v.ok()) {
-        reply(c, wire::Writer().u8(kErrorReply).str(v.status().message()).finish());
-        return true;
-      }
-      data_.insert_or_assign(std::string(key), std::to_string(*v));
-      reply(c, wire::Writer().u8(kOkReply).i64(*v).finish());
-      wake_waiters();
-      return true;
-    }
+    case wire::Op::kAdd:
+      return handle_add(c, r);
     case wire::Op::kWait: {
       int64_t timeout_ms = r.i64();
       read_keys(r.u32());
       if (!r.ok() || !r.at_end()) return false;
-      park(timeout_ms);
+      park(c, op, timeout_ms);
       return true;
     }
     case wire::Op::kCheck: {
@@ -180,6 +148,42 @@ bool StoreCore::handle(Client& c, std::string_view payload) {
       return true;
   }
   return false;
+}
+
+bool StoreCore::handle_add(Client& c, wire::Reader& r) {
+  auto key = r.str();
+  int64_t delta = r.i64();
+  if (!r.ok() || !r.at_end()) return false;
+  int64_t old = 0;
+  Status bad;
+  if (auto it = data_.find(key); it != data_.end()) {
+    auto parsed = store::parse_counter("tcp store " + where_, key, it->second);
+    if (parsed.ok())
+      old = *parsed;
+    else
+      bad = parsed.status();
+  }
+  Result<int64_t> v =
+      bad.ok() ? store::add_checked("tcp store " + where_, key, old, delta) : Result<int64_t>(bad);
+  if (!v.ok()) {
+    reply(c, wire::Writer().u8(kErrorReply).str(v.status().message()).finish());
+    return true;
+  }
+  data_.insert_or_assign(std::string(key), std::to_string(*v));
+  reply(c, wire::Writer().u8(kOkReply).i64(*v).finish());
+  wake_waiters();
+  return true;
+}
+
+void StoreCore::park(Client& c, wire::Op op, int64_t timeout_ms) {
+  c.waiting = true;
+  c.wait_op = op;
+  c.next = 0;
+  c.deadline = Clock::now() + Millis(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+  if (satisfied(c))
+    finish_wait(c, End::kDone);
+  else if (left_rank_ >= 0)
+    finish_wait(c, End::kLeft);
 }
 
 bool StoreCore::satisfied(Client& c) {

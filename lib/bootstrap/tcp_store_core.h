@@ -77,6 +77,9 @@ class StoreCore {
   /// Runs the authentication on c's input. @return whether requests may follow now.
   bool authenticate(Client& c);
   bool handle(Client& c, std::string_view payload);  // false: malformed
+  bool handle_add(Client& c, wire::Reader& r);
+  // A GET or WAIT: parks the client until its keys exist, it times out or a rank leaves.
+  void park(Client& c, wire::Op op, int64_t timeout_ms);
   void reply(Client& c, std::string frame);
   // Re-checks parked clients after a key changed; replies to those now satisfied.
   void wake_waiters();

@@ -149,51 +149,52 @@ Status Config::set(std::string_view key, std::string_view value, std::string_vie
   return Status();
 }
 
-Result<Config> Config::load(const std::string& path) {
-  // Defaults are not copied in (setting_of falls back to them): a file that fails to load
-  // costs nothing per declared key.
-  Config c;
-  if (!path.empty()) {
-    toml::table tbl;
-    try {
-      tbl = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      std::ostringstream os;
-      os << e.description() << " at line " << e.source().begin.line;
-      return Status(Code::kInvalidArgument,
-                    "config " + path + ": " + os.str() + " (check the file's TOML syntax)");
+namespace {
+
+// A TOML scalar as the text Config::set parses; InvalidArgument for tables and arrays.
+Result<std::string> scalar_text(const toml::node& v, const std::string& path,
+                                const std::string& key) {
+  if (auto s = v.value<std::string>(); s && v.is_string()) return *s;
+  if (v.is_boolean()) return std::string(*v.value<bool>() ? "true" : "false");
+  if (v.is_integer()) return std::to_string(*v.value<int64_t>());
+  if (v.is_floating_point()) {
+    std::ostringstream os;
+    os << *v.value<double>();
+    return os.str();
+  }
+  return Status(Code::kInvalidArgument, "config " + path + ": " + key + " must be a scalar value");
+}
+
+Status load_file(Config& c, const std::string& path) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << e.description() << " at line " << e.source().begin.line;
+    return Status(Code::kInvalidArgument,
+                  "config " + path + ": " + os.str() + " (check the file's TOML syntax)");
+  }
+  for (auto& [sec, node] : tbl) {
+    auto* t = node.as_table();
+    if (!t) {
+      return Status(Code::kInvalidArgument, "config " + path + ": top-level key '" +
+                                                std::string(sec.str()) +
+                                                "' must be a [section] table");
     }
-    for (auto& [sec, node] : tbl) {
-      auto* t = node.as_table();
-      if (!t) {
-        return Status(Code::kInvalidArgument, "config " + path + ": top-level key '" +
-                                                  std::string(sec.str()) +
-                                                  "' must be a [section] table");
-      }
-      for (auto& [k, v] : *t) {
-        std::string key = std::string(sec.str()) + "." + std::string(k.str());
-        std::string text;
-        if (auto s = v.value<std::string>(); s && v.is_string()) {
-          text = *s;
-        } else if (v.is_boolean()) {
-          text = *v.value<bool>() ? "true" : "false";
-        } else if (v.is_integer()) {
-          text = std::to_string(*v.value<int64_t>());
-        } else if (v.is_floating_point()) {
-          std::ostringstream os;
-          os << *v.value<double>();
-          text = os.str();
-        } else {
-          return Status(Code::kInvalidArgument,
-                        "config " + path + ": " + key + " must be a scalar value");
-        }
-        GW_RETURN_IF_ERROR(c.set(key, text, "config " + path));
-      }
+    for (auto& [k, v] : *t) {
+      std::string key = std::string(sec.str()) + "." + std::string(k.str());
+      GW_ASSIGN_OR_RETURN(auto text, scalar_text(v, path, key));
+      GW_RETURN_IF_ERROR(c.set(key, text, "config " + path));
     }
   }
-  // Environment overrides: GW_<SECTION>_<KEY>. A variable that names a known section but no key
-  // of it is a typo we refuse, rather than silently ignore. (Each GW_ variable is matched
-  // against the keys in place: no table of every key's name per load.)
+  return Status();
+}
+
+// Environment overrides: GW_<SECTION>_<KEY>. A variable that names a known section but no key
+// of it is a typo we refuse, rather than silently ignore. (Each GW_ variable is matched
+// against the keys in place: no table of every key's name per load.)
+Status load_env(Config& c) {
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
@@ -220,6 +221,17 @@ Result<Config> Config::load(const std::string& path) {
       }
     }
   }
+  return Status();
+}
+
+}  // namespace
+
+Result<Config> Config::load(const std::string& path) {
+  // Defaults are not copied in (setting_of falls back to them): a file that fails to load
+  // costs nothing per declared key.
+  Config c;
+  if (!path.empty()) GW_RETURN_IF_ERROR(load_file(c, path));
+  GW_RETURN_IF_ERROR(load_env(c));
   return c;
 }
 

@@ -96,6 +96,16 @@ bool is_link_local6(const sockaddr* sa) {
 
 }  // namespace
 
+// How much an up IPv4/IPv6 address is preferred (0 best), or -1 if it may not be used.
+static int preference(const ifaddrs& i, const std::string& iface, const Subnet* net) {
+  int f = i.ifa_addr->sa_family;
+  if (is_link_local6(i.ifa_addr)) return -1;  // needs a scope id peers cannot use
+  if (!iface.empty()) return iface != i.ifa_name ? -1 : (f == AF_INET ? 0 : 1);
+  if (net) return in_subnet(i.ifa_addr, *net) ? 0 : -1;
+  bool lo = i.ifa_flags & IFF_LOOPBACK;
+  return (lo ? 4 : 0) + (f == AF_INET ? 0 : 1);
+}
+
 Result<LocalChoice> choose_local(const std::string& iface, const std::string& subnet,
                                  const std::string& family) {
   int want = 0;
@@ -123,19 +133,8 @@ Result<LocalChoice> choose_local(const std::string& iface, const std::string& su
     if (f != AF_INET && f != AF_INET6) continue;
     if (seen.find(i->ifa_name) == std::string::npos) seen += std::string(" ") + i->ifa_name;
     if (want && f != want) continue;
-    if (is_link_local6(i->ifa_addr)) continue;  // needs a scope id peers cannot use
-    int rank;
-    if (!iface.empty()) {
-      if (iface != i->ifa_name) continue;
-      rank = f == AF_INET ? 0 : 1;
-    } else if (!subnet.empty()) {
-      if (!in_subnet(i->ifa_addr, net)) continue;
-      rank = 0;
-    } else {
-      bool lo = i->ifa_flags & IFF_LOOPBACK;
-      rank = (lo ? 4 : 0) + (f == AF_INET ? 0 : 1);
-    }
-    if (rank < best_rank) {
+    int rank = preference(*i, iface, subnet.empty() ? nullptr : &net);
+    if (rank >= 0 && rank < best_rank) {
       best = i;
       best_rank = rank;
     }

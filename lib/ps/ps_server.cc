@@ -12,11 +12,7 @@ using ps::CtrlMsg;
 using ps::MsgType;
 using ps::WrKind;
 
-Status PsServer::Impl::setup(const PsInit& init) {
-  workers_ = g_.size() - s_.o.servers;
-  live_ = workers_;
-  alive_.assign(static_cast<size_t>(workers_), 1);
-  pushes_from_.assign(static_cast<size_t>(g_.size()), 0);
+uint64_t PsServer::Impl::take_parts() {
   local_.assign(layout_.parts().size(), -1);
   uint64_t elems = 0;
   for (uint32_t id = 0; id < layout_.parts().size(); ++id) {
@@ -32,6 +28,10 @@ Status PsServer::Impl::setup(const PsInit& init) {
     parts_.push_back(std::move(p));
     elems += lp.count;
   }
+  return elems;
+}
+
+Status PsServer::Impl::size_slots() {
   // Staging: one slot per worker and part where the transport can hold that many posted
   // any-source receives; fewer (down to 1) otherwise: extra pushes then wait in the driver.
   const size_t max_any =
@@ -47,6 +47,16 @@ Status PsServer::Impl::setup(const PsInit& init) {
       std::clamp<size_t>(parts_.empty() ? 1 : (max_any - fixed) / parts_.size(), 1,
                          std::min<size_t>(static_cast<size_t>(workers_), 4096)));
   for (Part& p : parts_) p.stage_off = p.off * slots_;
+  return Status();
+}
+
+Status PsServer::Impl::setup(const PsInit& init) {
+  workers_ = g_.size() - s_.o.servers;
+  live_ = workers_;
+  alive_.assign(static_cast<size_t>(workers_), 1);
+  pushes_from_.assign(static_cast<size_t>(g_.size()), 0);
+  uint64_t elems = take_parts();
+  GW_RETURN_IF_ERROR(size_slots());
 
   const size_t bytes = std::max<uint64_t>(elems, 1) * sizeof(float);
   GW_RETURN_IF_ERROR(params_.alloc(t_, bytes, "parameters"));

@@ -41,6 +41,8 @@ struct PsServer::Impl final : ps::PsPeer {
 
   // setup (ps_server.cc)
   Status setup(const PsInit& init);
+  uint64_t take_parts();  // this server's parts of the layout; returns their elements
+  Status size_slots();    // push staging slots per part
   Status check_tables();
   std::string check_table(int rank, const uint8_t* p, size_t len) const;
 

@@ -24,6 +24,9 @@ struct PsWorker::Impl final : ps::PsPeer {
   Impl(Group& g, ps::Settings s, PsLayout l) : PsPeer(g, std::move(s), std::move(l), "worker") {}
 
   Status setup();
+  Status send_table();
+  Status await_hellos();
+  void drain_byes(Deadline dl);
   void on_ctrl(int peer, const CtrlMsg& m, size_t len) override;
   void dispatch(const Completion& c) override;
   Status check_args(const char* what, uint64_t key, const void* buf, size_t n,
@@ -61,7 +64,12 @@ Status PsWorker::Impl::setup() {
   server_lost_.assign(static_cast<size_t>(s_.o.servers), Status());
   GW_RETURN_IF_ERROR(init_peer());
 
-  // Key table and options, checked by every server.
+  GW_RETURN_IF_ERROR(send_table());
+  return await_hellos();
+}
+
+// Key table and options, checked by every server.
+Status PsWorker::Impl::send_table() {
   const auto& keys = layout_.keys();
   table_bytes_ = sizeof(ps::TableHeader) + keys.size() * sizeof(KeySpec);
   GW_RETURN_IF_ERROR(table_.alloc(t_, table_bytes_, "the key table"));
@@ -78,25 +86,18 @@ Status PsWorker::Impl::setup() {
     GW_RETURN_IF_ERROR(send(srv, {table_.data(), table_bytes_, ps::tag(ps::TagKind::kTable),
                                   ps::wr(WrKind::kTable, 0), table_.mr()}));
   }
+  return Status();
+}
+
+// Until every server accepted the table; a rejection or a lost server ends it.
+Status PsWorker::Impl::await_hellos() {
   Deadline dl(s_.o.timeout);
   Completion c[32];
   while (std::count(hello_ok_.begin(), hello_ok_.end(), 1) < s_.o.servers) {
     for (const Status& lost : server_lost_)  // every server must take the table
       if (!lost.ok()) return lost;
     if (!error_.ok()) {
-      // A server rejected the table: it says BYE next; take it (bounded) so that nothing is
-      // left in flight to this rank and the server is not kept waiting for our ack.
-      Deadline bye(std::min<Nanos>(dl.remaining(), Millis(2000)));
-      auto server_bye_due = [&] {
-        for (int srv = 0; srv < s_.o.servers; ++srv)
-          if (!bye_[srv] && g_.endpoint(srv).status().ok()) return true;
-        return false;
-      };
-      while (server_bye_due() && !bye.expired()) {
-        auto n = next(c, bye.remaining());
-        if (!n.ok()) break;
-        for (size_t i = 0; i < *n; ++i) dispatch(c[i]);
-      }
+      drain_byes(dl);
       return error_;
     }
     if (dl.expired()) {
@@ -112,6 +113,23 @@ Status PsWorker::Impl::setup() {
     for (size_t i = 0; i < n; ++i) dispatch(c[i]);
   }
   return error_;
+}
+
+// A server rejected the table: it says BYE next; take it (bounded) so that nothing is left in
+// flight to this rank and the server is not kept waiting for our ack.
+void PsWorker::Impl::drain_byes(Deadline dl) {
+  Completion c[32];
+  Deadline bye(std::min<Nanos>(dl.remaining(), Millis(2000)));
+  auto server_bye_due = [&] {
+    for (int srv = 0; srv < s_.o.servers; ++srv)
+      if (!bye_[srv] && g_.endpoint(srv).status().ok()) return true;
+    return false;
+  };
+  while (server_bye_due() && !bye.expired()) {
+    auto n = next(c, bye.remaining());
+    if (!n.ok()) break;
+    for (size_t i = 0; i < *n; ++i) dispatch(c[i]);
+  }
 }
 
 std::string PsWorker::Impl::req_desc(const Req& r) const {
