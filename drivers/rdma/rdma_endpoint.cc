@@ -53,7 +53,7 @@ RdmaEndpoint::~RdmaEndpoint() {
   for (auto& s : sends_)
     if (s.used && s.reg) t_->regcache().release(s.reg);
   for (uint32_t i = 0; i < rndv_.size(); ++i) {  // before the core frees the pulls' buffers
-    const RndvRecv& r = rndv_.slot(i);
+    const ep_state::RndvRecv& r = rndv_.slot(i);
     if (r.used && r.reg) t_->regcache().release(r.reg);
   }
   staging_.close();

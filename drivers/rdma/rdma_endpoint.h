@@ -41,8 +41,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   void bind(const ConnectParams& p, Fd ctrl);
   int ctrl_fd() const { return ctrl_.get(); }
   // --- liveness (rdma_liveness.cc) ---
-  /// What the control connection brought: heartbeats, or EOF (the peer is gone).
-  void read_ctrl();
+  void read_ctrl();  // what the control connection brought: heartbeats, or EOF
   /// Every ~10 ms: a heartbeat out while `live` (a progress thread runs); the peer's silence.
   void liveness(uint64_t now, bool live);
   uint32_t id() const { return id_; }
@@ -50,8 +49,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   /// Queue pair of `lane` (null past the last): for tests that speak raw verbs to a peer.
   ibv_qp* qp(size_t lane) const { return lane < lanes_.size() ? lanes_.qp(lane) : nullptr; }
   size_t lanes() const { return lanes_.size(); }
-  /// Completion-queue entries this endpoint may occupy (fixed at create()).
-  int cq_entries() const { return cq_entries_; }
+  int cq_entries() const { return cq_entries_; }  // CQ entries it may occupy (create())
 
   // --- data path (rdma_progress.cc) ---
   void on_wc(const ibv_wc& wc, WrKind kind, uint32_t idx);
@@ -66,8 +64,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   /// Fails every pending request and the endpoint. `orderly`: the peer left cleanly: messages
   /// that arrived whole stay receivable; the failure warns only if it lost work.
   void fail(const Status& st, bool orderly = false);
-  /// Messages wait in their receive buffers (the unexpected budget was spent: back-pressure);
-  /// retry_held() matches them once receives are posted.
+  /// Messages wait in their receive buffers (back-pressure); retry_held() matches them.
   bool held() const { return !held_.empty(); }
   void retry_held();
   bool failed() const { return core_.failed(); }
@@ -82,9 +79,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   friend class Rendezvous;
   friend class Staging;
   using SendSlot = ep_state::SendSlot;
-  using RndvRecv = ep_state::RndvRecv;
   using TxItem = ep_state::TxItem;
-  static constexpr uint32_t kNoSlot = ep_state::kNoSlot;
 
   // --- receiving (rdma_progress.cc, rdma_recv.cc) ---
   void on_recv(const ibv_wc& wc, uint32_t slot);
@@ -95,7 +90,6 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   bool deliver_eager(uint64_t tag, const uint8_t* payload, uint32_t len);  // compact eager
   /// An eager or RTS message the core matched (core message m): deliver it, or buffer it.
   void arrived(int m, MsgType type, const uint8_t* payload, uint32_t send_id);
-  /// Deliver an arrived message to receive `r` (eager payload or rendezvous request).
   void deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                const uint8_t* payload, uint32_t send_id);
   void hold(const MsgHdr& h, uint32_t slot, uint32_t off);
@@ -116,8 +110,7 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   size_t fill_msg(const TxItem& it, bool compact, uint8_t* buf);
   void post_credit();
   bool credit_due() const { return credits_.due() && !failed(); }
-  /// Due now, even between a message and the caller's answer: down to a quarter.
-  bool credit_urgent() const { return credits_.below_quarter() && credit_due(); }
+  bool credit_urgent() const { return credits_.below_quarter() && credit_due(); }  // due now
   void post_recvs();
   void repost_lane(uint32_t lane);
   Status create_lane(uint32_t i, uint32_t recv_depth);
@@ -141,9 +134,8 @@ class RdmaEndpoint final : public Endpoint, private core::RecvHooks {
   TxRing tx_;
   Credits credits_;
   uint32_t max_inline_ = 0, eager_limit_ = 0, psn_ = 0;
-  // High 32 bits of the tags of compact eager messages (rdma_wire.h), each direction.
-  uint32_t tx_tag_hi_ = 0, rx_tag_hi_ = 0;
-  bool bound_ = false;  // connect() handed it to the caller (peer id known)
+  uint32_t tx_tag_hi_ = 0, rx_tag_hi_ = 0;  // compact eager tags' high 32 bits (rdma_wire.h)
+  bool bound_ = false;                      // connect() handed it to the caller (peer id known)
   std::vector<SendSlot> sends_;
   std::vector<uint32_t> free_sends_;
   Ring<ep_state::Held> held_;  // in arrival order; at most lane 0's receive buffers

@@ -1,4 +1,4 @@
-// RdmaEndpoint hot path: work completions, matching, eager and rendezvous protocols, credits.
+// RdmaEndpoint hot path: work completions, message headers, failing the endpoint.
 #include <arpa/inet.h>
 
 #include <cstring>
@@ -169,11 +169,11 @@ void RdmaEndpoint::fail(const Status& st, bool orderly) {
   for (uint32_t i = 0; i < sends_.size(); ++i)
     if (sends_[i].used) finish_send(i, code);
   for (uint32_t i = 0; i < rndv_.size(); ++i) {
-    RndvRecv& rv = rndv_.slot(i);
+    ep_state::RndvRecv& rv = rndv_.slot(i);
     if (!rv.used) continue;
     if (rv.has_req) complete(rv.req.wr_id, rv.tag, 0, Op::kRecv, code);
     if (rv.reg) t_->regcache().release(rv.reg);  // before the core frees a pull's buffer
-    rv = RndvRecv{};
+    rv = ep_state::RndvRecv{};
   }
   // Kept: whole eager messages (pulled ones that landed became such), and those held in
   // receive buffers (rx_ lives as long as the endpoint). The rest never will be.

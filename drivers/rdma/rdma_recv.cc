@@ -98,7 +98,7 @@ void RdmaEndpoint::arrived(int m, MsgType type, const uint8_t* payload, uint32_t
       return;
     }
     im.drv[0] = send_id;
-    im.drv[1] = kNoSlot;
+    im.drv[1] = ep_state::kNoSlot;
     pulls_.pull(m);
     return;
   }
@@ -116,6 +116,7 @@ void RdmaEndpoint::arrived(int m, MsgType type, const uint8_t* payload, uint32_t
   deliver(r, type, tag, len, payload, send_id);
 }
 
+// An arrived message into receive `r`: an eager payload, or a rendezvous request answered.
 void RdmaEndpoint::deliver(const RecvRequest& r, MsgType type, uint64_t tag, uint64_t len,
                            const uint8_t* payload, uint32_t send_id) {
   if (type == MsgType::kRts) {

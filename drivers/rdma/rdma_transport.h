@@ -55,8 +55,7 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
 
   // --- DriverTransport's hooks ---
-  /// abort() from another thread: wake_fd_ wakes a progress asleep in epoll.
-  void wake();
+  void wake();  // abort() from another thread: wakes a progress asleep in epoll
   std::map<std::string, uint64_t> driver_stats() const;
   /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
   int cq_wait_fd() { return arm(); }
