@@ -20,31 +20,8 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   }
   GW_ASSIGN_OR_RETURN(SockAddr remote,
                       decode_addr(p.remote.payload().data(), p.remote.payload().size()));
+  if (!p.active) return take_parked(p, who, remote, deadline);
   const int per_ep = cq_per_endpoint();
-  if (!p.active) {
-    Completion none[1];
-    for (;;) {
-      auto it = parked_.find(p.key);
-      if (it != parked_.end()) {
-        std::unique_ptr<RdmaEndpoint> ep = std::move(it->second);
-        parked_.erase(it);
-        ep->bind(p, Fd());
-        log_->debug("rdma: {} connected (QPN {})", who, ep->qpn());
-        return std::unique_ptr<Endpoint>(std::move(ep));
-      }
-      GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
-      if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
-      if (deadline.expired()) {
-        return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
-                                          ") did not connect to " + ctrl_local_.to_string() +
-                                          " in time; is it running and using the same store?");
-      }
-      service_events();
-      GW_RETURN_IF_ERROR(progress({none, 0}).status());
-      pollfd pf{epfd_.get(), POLLIN, 0};
-      ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
-    }
-  }
   if (cq_used_ + per_ep > cq_size_) {
     return Status(Code::kResourceExhausted,
                   "rdma: completion queue of " + std::to_string(cq_size_) +
@@ -72,6 +49,34 @@ Result<std::unique_ptr<Endpoint>> RdmaTransport::connect(const ConnectParams& p,
   ep->bind(p, std::move(*fd));
   log_->debug("rdma: connected to {} (QPN {} -> {})", who, ep->qpn(), theirs.qpn);
   return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+Result<std::unique_ptr<Endpoint>> RdmaTransport::take_parked(const ConnectParams& p,
+                                                             const std::string& who,
+                                                             const SockAddr& remote,
+                                                             Deadline deadline) {
+  Completion none[1];
+  for (;;) {
+    auto it = parked_.find(p.key);
+    if (it != parked_.end()) {
+      std::unique_ptr<RdmaEndpoint> ep = std::move(it->second);
+      parked_.erase(it);
+      ep->bind(p, Fd());
+      log_->debug("rdma: {} connected (QPN {})", who, ep->qpn());
+      return std::unique_ptr<Endpoint>(std::move(ep));
+    }
+    GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
+    if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
+    if (deadline.expired()) {
+      return Status(Code::kTimeout, "rdma: " + who + " (" + remote.to_string() +
+                                        ") did not connect to " + ctrl_local_.to_string() +
+                                        " in time; is it running and using the same store?");
+    }
+    service_events();
+    GW_RETURN_IF_ERROR(progress({none, 0}).status());
+    pollfd pf{epfd_.get(), POLLIN, 0};
+    ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
+  }
 }
 
 // Reads the passive side's hello, answering other ranks' hellos meanwhile.

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -85,19 +86,23 @@ std::string gid_to_string(const ibv_gid& g) {
 
 int mtu_bytes(ibv_mtu m) { return 128 << static_cast<int>(m); }
 
-Result<DeviceChoice> open_device(const DeviceWish& wish) {
-  DeviceList devs;
-  if (!devs.list || devs.n == 0) {
-    return Status(Code::kUnavailable,
-                  "rdma: no RDMA device (ibv_get_device_list found none; load a driver, e.g. "
-                  "`rdma link add rxe0 type rxe netdev eth0` for soft-RoCE)");
-  }
-  std::string present;
-  for (int i = 0; i < devs.n; ++i)
-    present += (i ? ", " : "") + std::string(ibv_get_device_name(devs.list[i]));
+Status register_buffer(ibv_pd* pd, void* p, size_t n, int access, const std::string& dev,
+                       MrPtr* out) {
+  out->reset(ibv_reg_mr(pd, p, n, access));
+  if (*out) return Status();
+  int err = errno;
+  return Status(err == ENOMEM || err == EPERM ? Code::kResourceExhausted : Code::kSystemError,
+                "rdma: ibv_reg_mr(" + std::to_string(n) + " bytes of buffers) on " + dev +
+                    " failed (raise the locked-memory limit: `ulimit -l unlimited`)",
+                err);
+}
 
-  DeviceChoice c;
-  for (int i = 0; i < devs.n && !c.ctx; ++i) {
+namespace {
+
+// The first device (named, or any) with a port as wished into `c`. @return Unavailable or
+// SystemError for a named device that cannot be used; ok with no c->ctx when none matched.
+Status find_port(const DeviceList& devs, const DeviceWish& wish, DeviceChoice* c) {
+  for (int i = 0; i < devs.n && !c->ctx; ++i) {
     std::string name = ibv_get_device_name(devs.list[i]);
     if (!wish.name.empty() && name != wish.name) continue;
     ContextPtr ctx(ibv_open_device(devs.list[i]));
@@ -113,18 +118,61 @@ Result<DeviceChoice> open_device(const DeviceWish& wish) {
       ibv_port_attr pa{};
       if (ibv_query_port(ctx.get(), static_cast<uint8_t>(p), &pa) != 0) continue;
       if (pa.state != IBV_PORT_ACTIVE && (wish.name.empty() || wish.port == 0)) continue;
-      c.ctx = std::move(ctx);
-      c.name = name;
-      c.port = p;
-      c.attr = da;
-      c.port_attr = pa;
+      c->ctx = std::move(ctx);
+      c->name = name;
+      c->port = p;
+      c->attr = da;
+      c->port_attr = pa;
       break;
     }
-    if (!c.ctx && !wish.name.empty()) {
+    if (!c->ctx && !wish.name.empty()) {
       return Status(Code::kUnavailable, "rdma: device " + name + " has no active port" +
                                             (wish.port ? " " + std::to_string(wish.port) : ""));
     }
   }
+  return Status();
+}
+
+// The port's GID (given, or chosen: auto_gid) and what follows from it.
+Status choose_gid(const DeviceWish& wish, DeviceChoice* c) {
+  const auto& pa = c->port_attr;
+  if (wish.gid_index >= 0) {
+    if (wish.gid_index >= pa.gid_tbl_len) {
+      return Status(Code::kInvalidArgument, "rdma: gid_index " + std::to_string(wish.gid_index) +
+                                                " out of range (" + c->name + " port " +
+                                                std::to_string(c->port) + " has " +
+                                                std::to_string(pa.gid_tbl_len) + " GIDs)");
+    }
+    c->gid_index = wish.gid_index;
+    c->why = "gid_index given";
+  } else {
+    c->gid_index = c->roce ? auto_gid(c->ctx.get(), c->name, c->port, pa.gid_tbl_len, &c->why) : 0;
+    if (!c->roce) c->why = "InfiniBand port: GID 0";
+  }
+  if (ibv_query_gid(c->ctx.get(), static_cast<uint8_t>(c->port), c->gid_index, &c->gid) != 0)
+    return Status(Code::kSystemError, "rdma: ibv_query_gid on " + c->name, errno);
+  if (c->roce && gid_empty(c->gid)) {
+    return Status(Code::kUnavailable, "rdma: GID " + std::to_string(c->gid_index) + " of " +
+                                          c->name + " is empty (no IP address on its netdev?)");
+  }
+  if (is_ipv4_mapped(c->gid)) std::memcpy(&c->ipv4, c->gid.raw + 12, 4);
+  return Status();
+}
+
+}  // namespace
+
+Result<DeviceChoice> open_device(const DeviceWish& wish) {
+  DeviceList devs;
+  if (!devs.list || devs.n == 0) {
+    return Status(Code::kUnavailable,
+                  "rdma: no RDMA device (ibv_get_device_list found none; load a driver, e.g. "
+                  "`rdma link add rxe0 type rxe netdev eth0` for soft-RoCE)");
+  }
+  std::string present;
+  for (int i = 0; i < devs.n; ++i)
+    present += (i ? ", " : "") + std::string(ibv_get_device_name(devs.list[i]));
+  DeviceChoice c;
+  GW_RETURN_IF_ERROR(find_port(devs, wish, &c));
   if (!c.ctx) {
     return Status(Code::kUnavailable,
                   wish.name.empty()
@@ -136,26 +184,7 @@ Result<DeviceChoice> open_device(const DeviceWish& wish) {
   c.lid = pa.lid;
   c.mtu = pa.active_mtu;
   c.speed_mbps = port_speed(pa);
-  if (wish.gid_index >= 0) {
-    if (wish.gid_index >= pa.gid_tbl_len) {
-      return Status(Code::kInvalidArgument, "rdma: gid_index " + std::to_string(wish.gid_index) +
-                                                " out of range (" + c.name + " port " +
-                                                std::to_string(c.port) + " has " +
-                                                std::to_string(pa.gid_tbl_len) + " GIDs)");
-    }
-    c.gid_index = wish.gid_index;
-    c.why = "gid_index given";
-  } else {
-    c.gid_index = c.roce ? auto_gid(c.ctx.get(), c.name, c.port, pa.gid_tbl_len, &c.why) : 0;
-    if (!c.roce) c.why = "InfiniBand port: GID 0";
-  }
-  if (ibv_query_gid(c.ctx.get(), static_cast<uint8_t>(c.port), c.gid_index, &c.gid) != 0)
-    return Status(Code::kSystemError, "rdma: ibv_query_gid on " + c.name, errno);
-  if (c.roce && gid_empty(c.gid)) {
-    return Status(Code::kUnavailable, "rdma: GID " + std::to_string(c.gid_index) + " of " + c.name +
-                                          " is empty (no IP address on its netdev?)");
-  }
-  if (is_ipv4_mapped(c.gid)) std::memcpy(&c.ipv4, c.gid.raw + 12, 4);
+  GW_RETURN_IF_ERROR(choose_gid(wish, &c));
   return c;
 }
 

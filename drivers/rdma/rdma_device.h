@@ -55,6 +55,11 @@ struct DeviceChoice {
 /// devices present), InvalidArgument (port or GID index out of range), SystemError.
 Result<DeviceChoice> open_device(const DeviceWish& wish);
 
+/// Registers [p, p+n) of the endpoint's own buffers on `pd` into `out`.
+/// @return ResourceExhausted (ENOMEM/EPERM: names `ulimit -l`), SystemError.
+Status register_buffer(ibv_pd* pd, void* p, size_t n, int access, const std::string& dev,
+                       MrPtr* out);
+
 /// "fe80::...:1" style text of a GID.
 std::string gid_to_string(const ibv_gid& g);
 /// Bytes of an enum ibv_mtu.

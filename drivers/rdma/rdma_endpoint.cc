@@ -52,15 +52,14 @@ RdmaEndpoint::~RdmaEndpoint() {
   lanes_.clear();  // the queue pairs go before the memory they point at is deregistered
   for (auto& s : sends_)
     if (s.used && s.reg) t_->regcache().release(s.reg);
-  for (auto& r : rndv_)  // before the core frees the pulls' buffers (core_'s destructor)
+  for (uint32_t i = 0; i < rndv_.size(); ++i) {  // before the core frees the pulls' buffers
+    const ep_state::RndvRecv& r = rndv_.slot(i);
     if (r.used && r.reg) t_->regcache().release(r.reg);
-  if (busy_) --t_->staging_busy_;
-  if (in_.pool) {  // copies may still read or write pinned buffers freed below
-    (void)out_.pool->drain();
-    (void)in_.pool->drain();
   }
+  staging_.close();
 }
 
+// Lane `i`'s queue pair, in INIT. @return ResourceExhausted/SystemError.
 Status RdmaEndpoint::create_lane(uint32_t i, uint32_t recv_depth) {
   const Options& o = t_->opts();
   const std::string& dev = t_->dev().name;
@@ -93,33 +92,17 @@ Status RdmaEndpoint::create_lane(uint32_t i, uint32_t recv_depth) {
   if (ibv_modify_qp(qp.get(), &a,
                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
     return Status(Code::kSystemError, "rdma: QP to INIT on " + dev, errno);
-  lanes_.push_back(Lane{std::move(qp), 0});
+  lanes_.add(std::move(qp));
   return Status();
 }
 
 Status RdmaEndpoint::create() {
   const Options& o = t_->opts();
   const std::string& dev = t_->dev().name;
-  slot_bytes_ = (sizeof(MsgHdr) + o.eager_bytes + 63) / 64 * 64;
-  rx_mem_.reset(new uint8_t[slot_bytes_ * o.recv_depth]);
-  tx_mem_.reset(new uint8_t[slot_bytes_ * o.sq_depth]);
-  credit_ = std::make_unique<CreditWords>();
-  credit_->peer_posted = 0;
-  credit_->my_posted = 0;
-  auto reg = [&](void* p, size_t n, int access, MrPtr* out) -> Status {
-    out->reset(ibv_reg_mr(t_->pd(), p, n, access));
-    if (*out) return Status();
-    int err = errno;
-    return Status(err == ENOMEM || err == EPERM ? Code::kResourceExhausted : Code::kSystemError,
-                  "rdma: ibv_reg_mr(" + std::to_string(n) + " bytes of buffers) on " + dev +
-                      " failed (raise the locked-memory limit: `ulimit -l unlimited`)",
-                  err);
-  };
-  GW_RETURN_IF_ERROR(
-      reg(rx_mem_.get(), slot_bytes_ * o.recv_depth, IBV_ACCESS_LOCAL_WRITE, &rx_mr_));
-  GW_RETURN_IF_ERROR(reg(tx_mem_.get(), slot_bytes_ * o.sq_depth, 0, &tx_mr_));
-  GW_RETURN_IF_ERROR(reg(credit_.get(), sizeof(CreditWords),
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &credit_mr_));
+  const size_t slot_bytes = (sizeof(MsgHdr) + o.eager_bytes + 63) / 64 * 64;
+  GW_RETURN_IF_ERROR(rx_.init(t_->pd(), o.recv_depth, slot_bytes, id_, dev));
+  GW_RETURN_IF_ERROR(tx_.init(t_->pd(), o.sq_depth, slot_bytes, dev));
+  GW_RETURN_IF_ERROR(credits_.init(t_->pd(), o.recv_depth, dev));
   // Rendezvous slots: at most the peer's outstanding sends, doubled for slack. Each lane
   // beyond the first pre-posts one receive per slot: a slot takes one stripe per lane.
   const uint32_t rndv_slots = 2 * o.max_outstanding;
@@ -130,8 +113,7 @@ Status RdmaEndpoint::create() {
 
   sends_.resize(o.max_outstanding);
   for (uint32_t i = o.max_outstanding; i-- > 0;) free_sends_.push_back(i);
-  rndv_.resize(rndv_slots);
-  for (uint32_t i = rndv_slots; i-- > 0;) free_rndv_.push_back(i);
+  rndv_.init(rndv_slots);
   held_.init(o.recv_depth);
   // Buffered messages: every eager one lane 0's buffers can take, and the peer's rendezvous
   // requests (its outstanding sends), twice over for slack; beyond, back-pressure. Message
@@ -141,11 +123,11 @@ Status RdmaEndpoint::create() {
   core_.init(&t_->core(), this, o.max_outstanding, buffered + rndv_slots + 1, this, buffered);
   core_.set_any_source(false);
   txq_.init(6 * size_t{o.max_outstanding} + 16);
-  init_posting();
-  init_adverts();
-  for (uint32_t i = 0; i < o.recv_depth; ++i) repost(i);
+  lanes_.init(o.sq_depth);
+  adverts_.init(o.max_outstanding);
+  for (uint32_t i = 0; i < o.recv_depth; ++i) rx_.repost(i);
   post_recvs();
-  advertised_ = posted_;  // the Hello tells the peer recv_depth
+  credits_.told();  // the Hello tells the peer recv_depth
   for (uint32_t l = 1; l < lanes_.size(); ++l)
     for (uint32_t i = 0; i < rndv_slots; ++i) repost_lane(l);
   return core_.error();
@@ -156,16 +138,16 @@ Hello RdmaEndpoint::local_hello(uint64_t key) const {
   Hello h;
   h.key = key;
   h.lid = d.lid;
-  h.qpn = lanes_[0].qp->qp_num;
+  h.qpn = lanes_.qp(0)->qp_num;
   h.nqps = static_cast<uint8_t>(lanes_.size());
-  for (size_t i = 1; i < lanes_.size(); ++i) h.qpn_more[i - 1] = lanes_[i].qp->qp_num;
+  for (size_t i = 1; i < lanes_.size(); ++i) h.qpn_more[i - 1] = lanes_.qp(i)->qp_num;
   h.psn = psn_;
   std::memcpy(h.gid, d.gid.raw, 16);
   h.mtu = static_cast<uint8_t>(d.mtu);
   h.recv_depth = t_->opts().recv_depth;
   h.eager_bytes = t_->opts().eager_bytes;
-  h.credit_rkey = credit_mr_->rkey;
-  h.credit_addr = reinterpret_cast<uintptr_t>(credit_.get());
+  h.credit_rkey = credits_.rkey();
+  h.credit_addr = credits_.addr();
   return h;
 }
 
@@ -181,7 +163,7 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
                       ")");
   }
   // Both sides use the fewer queue pairs; the surplus ones are destroyed unused.
-  lanes_.resize(std::min<size_t>(lanes_.size(), r.nqps));
+  lanes_.keep(r.nqps);
   for (size_t i = 0; i < lanes_.size(); ++i) {
     const uint32_t qpn = i == 0 ? r.qpn : r.qpn_more[i - 1];
     ibv_qp_attr a{};
@@ -199,7 +181,7 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
       a.ah_attr.grh.sgid_index = static_cast<uint8_t>(d.gid_index);
       a.ah_attr.grh.hop_limit = 64;
     }
-    ibv_qp* qp = lanes_[i].qp.get();
+    ibv_qp* qp = lanes_.qp(i);
     if (ibv_modify_qp(qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
@@ -221,10 +203,7 @@ Status RdmaEndpoint::connect_qp(const Hello& r, const std::string& who) {
       return Status(Code::kSystemError, "rdma: QP to RTS toward " + who, errno);
   }
   eager_limit_ = std::min(o.eager_bytes, r.eager_bytes);
-  peer_posted_ = r.recv_depth;
-  credit_->peer_posted = r.recv_depth;
-  peer_credit_addr_ = r.credit_addr;
-  peer_credit_rkey_ = r.credit_rkey;
+  credits_.connect(r.recv_depth, r.credit_addr, r.credit_rkey);
   return Status();
 }
 
@@ -241,75 +220,72 @@ Result<size_t> RdmaEndpoint::post_send(std::span<const SendRequest> reqs) {
   if (const Status& no = core_.refusal(); !no.ok()) [[unlikely]]
     return no;
   size_t n = 0;
-  const uint64_t max_msg = t_->properties().max_message_size;
   for (; n < reqs.size(); ++n) {
     const SendRequest& r = reqs[n];
     if (!core_.reserve()) break;  // its completion first (rdma.cq_depth)
     if (send_now(r)) continue;
-    auto unreserve = [&] { core_.unreserve(); };
-    Status st = core::check_send("rdma", peer_name_, r, max_msg);
-    if (!st.ok()) {
-      unreserve();
-      if (n == 0) return st;
+    Status st;
+    if (!queue_send(r, &st)) {
+      core_.unreserve();
+      if (n == 0 && !st.ok()) return st;
       break;
     }
-    if (free_sends_.empty() || txq_.full()) {
-      unreserve();
-      break;
-    }
-    TxItem it;
-    it.tag = r.tag;
-    it.len = r.len;
-    // CUDA memory without GPUDirect is copied through pinned buffers (rdma_staging.cc).
-    const bool staged = r.len > 0 && t_->staged(r.buf, r.mr);
-    if (staged) {
-      Status ps = ensure_pool();
-      if (!ps.ok()) {
-        unreserve();
-        if (n == 0) return ps;
-        break;
-      }
-    }
-    uint32_t s = free_sends_.back();
-    SendSlot& slot = sends_[s];
-    slot = SendSlot{};
-    slot.req = r;
-    slot.staged = staged;
-    // GPUDirect CUDA memory is never copied by the CPU: rendezvous whatever its size.
-    const bool cuda = !staged && r.mr && r.mr->kind() == MemKind::kCudaDevice;
-    if (r.len > eager_limit_ || (cuda && r.len > 0)) {
-      RegCache::Entry* e = staged ? nullptr : region_entry(r.mr);
-      if (!e && !staged) {
-        auto got = t_->regcache().acquire(r.buf, r.len);
-        if (!got.ok()) {
-          unreserve();
-          if (n == 0) return got.status();
-          break;
-        }
-        e = slot.reg = *got;
-      }
-      slot.lkey = e ? e->mr->lkey : 0;
-      slot.awaiting_cts = true;
-      it.type = MsgType::kRts;
-    }
-    free_sends_.pop_back();
-    slot.used = true;
-    it.id = s;
-    if (use_advert(s, r, it.type == MsgType::kRts)) continue;  // written straight in
-    txq_.push(it);
   }
   // Only send_now()s: post them, nothing else (receive reposts wait for an idle poll).
   if (txq_.empty() && !credit_urgent())
-    post_staged(0);
+    lanes_.post(0);
   else
     flush();
   return n;
 }
 
+// A send that does not go now: a slot, then its message queued (or written into an advertised
+// receive). @return false: stop here (`st` says why; ok: out of slots or queue room).
+bool RdmaEndpoint::queue_send(const SendRequest& r, Status* st) {
+  *st = core::check_send("rdma", peer_name_, r, t_->properties().max_message_size);
+  if (!st->ok() || free_sends_.empty() || txq_.full()) return false;
+  TxItem it;
+  it.tag = r.tag;
+  it.len = r.len;
+  // CUDA memory without GPUDirect is copied through pinned buffers (rdma_staging.cc).
+  const bool staged = r.len > 0 && t_->staged(r.buf, r.mr);
+  if (staged) {
+    *st = staging_.ensure_pool();
+    if (!st->ok()) return false;
+  }
+  uint32_t s = free_sends_.back();
+  SendSlot& slot = sends_[s];
+  slot = SendSlot{};
+  slot.req = r;
+  slot.staged = staged;
+  // GPUDirect CUDA memory is never copied by the CPU: rendezvous whatever its size.
+  const bool cuda = !staged && r.mr && r.mr->kind() == MemKind::kCudaDevice;
+  if (r.len > eager_limit_ || (cuda && r.len > 0)) {
+    RegCache::Entry* e = staged ? nullptr : region_entry(r.mr);
+    if (!e && !staged) {
+      auto got = t_->regcache().acquire(r.buf, r.len);
+      if (!got.ok()) {
+        *st = got.status();
+        return false;
+      }
+      e = slot.reg = *got;
+    }
+    slot.lkey = e ? e->mr->lkey : 0;
+    slot.awaiting_cts = true;
+    it.type = MsgType::kRts;
+  }
+  free_sends_.pop_back();
+  slot.used = true;
+  it.id = s;
+  if (adverts_.use(s, r, it.type == MsgType::kRts)) return true;  // written straight in
+  txq_.push(it);
+  return true;
+}
+
 Result<size_t> RdmaEndpoint::post_recv(std::span<const RecvRequest> reqs) {
   auto check = [&](const RecvRequest& r) { return core::check_recv("rdma", peer_name_, r); };
   auto posted = [&](int i) {
-    if (core_.recvs()[i].req.len > eager_limit_) maybe_advertise(i);
+    if (core_.recvs()[i].req.len > eager_limit_) adverts_.offer(i);
   };
   // A peer that left cleanly may have left messages in their receive buffers (held).
   auto waiting = [&](uint64_t tag) { return held_tag(tag); };

@@ -1,7 +1,7 @@
 /// @file rdma_endpoint_state.h
-/// The records an RdmaEndpoint keeps (rdma_endpoint.h): send slots, rendezvous receives, held
-/// messages, queued work, lanes, credit words, advertisements
-/// and staging windows. Kept apart so the endpoint class reads as its operations.
+/// The records an RdmaEndpoint and its parts share (rdma_endpoint.h): send slots, rendezvous
+/// receives, held messages and queued work. Kept apart so the classes read as their
+/// operations.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gw_core.h"
+#include "gw_slots.h"
 #include "rdma_transport.h"
 
 namespace gw::drv::rdma::ep_state {
@@ -58,56 +59,6 @@ struct TxItem {
   uint64_t tag = 0, len = 0, addr = 0;
   uint64_t base = 0;  // write: offset in the message of the bytes to write (windows)
   uint32_t rkey = 0;
-};
-
-struct Sig {
-  uint32_t wrs = 0, msgs = 0;  // what one signalled completion retires
-};
-
-struct Lane {
-  QpPtr qp;
-  uint32_t sq_used = 0;  // send work requests staged or posted, not retired
-  uint32_t unsignaled = 0, unsignaled_msgs = 0;
-  Ring<Sig> sigs;  // signalled requests in flight, in posting order
-  std::vector<ibv_send_wr> wrs;
-  std::vector<ibv_sge> sges;
-  uint32_t staged = 0;
-};
-
-struct alignas(64) CreditWords {
-  volatile uint32_t peer_posted;  // written by the peer
-  uint32_t my_posted;             // source of our credit WRITE
-};
-
-struct Orphan {
-  uint32_t index = 0;
-  uint64_t tag = 0;
-  bool claimed = false;
-};
-
-struct Advert {
-  uint64_t tag = 0, len = 0, addr = 0;
-  uint32_t rkey = 0, slot = 0;
-  uint8_t stripes = 1;
-  bool dead = false;
-};
-
-struct StageOp {  // send side: a buffer being filled from device memory, then written
-  int buf = 0;
-  uint32_t lane = 0, len = 0;
-  uint64_t off = 0;
-  bool last = false;
-};
-
-struct Win {  // receive side, per buffer: a window asked for, landed, copying in
-  uint32_t rndv = kNoSlot, len = 0, seq = 0;
-  uint64_t off = 0;
-  bool copying = false;
-};
-
-struct Pinned {  // the registration goes first, before the pool frees its memory
-  std::unique_ptr<StagingPool> pool;
-  MrPtr mr;
 };
 
 }  // namespace gw::drv::rdma::ep_state

@@ -48,8 +48,8 @@ void RdmaEndpoint::read_ctrl() {
 void RdmaEndpoint::liveness(uint64_t now, bool live) {
   if (failed() || !ctrl_) return;
   const auto& o = t_->opts();
-  const bool pending = free_sends_.size() != sends_.size() || free_rndv_.size() != rndv_.size() ||
-                       core_.posted() > 0 || t_->core().any_posted() > 0 || core_.has_pending();
+  const bool pending = free_sends_.size() != sends_.size() || !rndv_.idle() || core_.posted() > 0 ||
+                       t_->core().any_posted() > 0 || core_.has_pending();
   if (live_.silent(now, pending, o.peer_timeout_ns)) {
     read_ctrl();  // this side may not have looked for a while (a busy poll loop)
     if (failed()) return;

@@ -43,6 +43,15 @@ Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const G
   }
   ++misses_;
   evict_idle();
+  uintptr_t b = 0, end = 0;
+  GW_ASSIGN_OR_RETURN(ibv_mr * mr, register_range(addr, len, cuda, &b, &end));
+  return insert(b, end, mr);
+}
+
+// Registers the pages around [addr, addr+len) (CUDA memory: exactly the range) as [*b, *end).
+Result<ibv_mr*> RegCache::register_range(const void* addr, size_t len, const GpuPath* cuda,
+                                         uintptr_t* b_out, uintptr_t* end_out) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   uintptr_t b = a & ~(page - 1), end = (a + len + page - 1) & ~(page - 1);
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
@@ -71,6 +80,13 @@ Result<RegCache::Entry*> RegCache::acquire(const void* addr, size_t len, const G
     }
     return Status(Code::kSystemError, what, err);
   }
+  *b_out = b;
+  *end_out = end;
+  return mr;
+}
+
+// A referenced entry for `mr`, registered as [b, end).
+RegCache::Entry* RegCache::insert(uintptr_t b, uintptr_t end, ibv_mr* mr) {
   auto owned = std::make_unique<Entry>();
   Entry* e = owned.get();
   e->begin = b;

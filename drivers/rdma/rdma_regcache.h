@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gw_status.h"
+#include "gw_transport.h"
 
 namespace gw::drv::rdma {
 
@@ -55,6 +56,9 @@ class RegCache {
   size_t size() const { return by_begin_.size(); }
 
  private:
+  Result<ibv_mr*> register_range(const void* addr, size_t len, const GpuPath* cuda, uintptr_t* b,
+                                 uintptr_t* end);
+  Entry* insert(uintptr_t b, uintptr_t end, ibv_mr* mr);
   void remove(Entry* e);
   void evict_idle();
 
@@ -66,5 +70,12 @@ class RegCache {
   std::list<std::unique_ptr<Entry>> dying_;               // invalidated, still referenced
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, invalidations_ = 0;
 };
+
+/// A MemoryRegion sharing a cache entry; its death invalidates the range in the cache.
+/// `cuda`: the GPUDirect path for MemKind::kCudaDevice memory (see RegCache::acquire).
+Result<MemoryRegion> make_region(RegCache& cache, void* addr, size_t len, MemKind kind,
+                                 const GpuPath* cuda = nullptr);
+/// The cache entry behind a region made by make_region; null for none (or length 0).
+RegCache::Entry* region_entry(const MemoryRegion* mr);
 
 }  // namespace gw::drv::rdma

@@ -38,24 +38,40 @@ Status RdmaTransport::init(const Config& cfg) {
                   "rdma.peer_timeout_ms must be at least 3 x rdma.heartbeat_ms (a late heartbeat "
                   "or two must not name a live peer)");
   }
-
   GW_ASSIGN_OR_RETURN(dev_, open_device(set.wish));
   GW_RETURN_IF_ERROR(init_verbs());
   regcache_ = std::make_unique<RegCache>(pd_.get(), dev_.name, set.reg_cache_entries);
-  // Pulls register their bounce buffers through the cache (rdma_recv.cc): a buffer the
+  // Pulls register their bounce buffers through the cache (rdma_pulls.cc): a buffer the
   // store keeps is registered once; one it frees must leave the cache first.
   store().set_free_hook(
       [](void* rc, const uint8_t* p, size_t n) { static_cast<RegCache*>(rc)->invalidate(p, n); },
       regcache_.get());
+  GW_RETURN_IF_ERROR(init_listener(set.ctrl_iface));
+  GW_RETURN_IF_ERROR(init_epoll());
+  uint8_t payload[32];
+  size_t n = encode_addr(ctrl_local_, payload);
+  GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
+  GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
+  gpu_ = gpu;
+  if (gpu_.name == "staging") stage_ops_ = *device_ops();  // probed usable above
+  init_props(gpu);
+  core_.init("rdma", log_, opts_.cq_depth, opts_.max_outstanding, opts_.unexpected_bytes);
+  stash_.resize(kPollBatch);
+  log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}", dev_.name,
+             dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why, mtu_bytes(dev_.mtu),
+             ctrl_local_.to_string(), gpu.why);
+  return Status();
+}
 
-  // Control listener: on the GID's IPv4 address when it has one.
-  if (dev_.ipv4 != 0 && set.ctrl_iface.empty()) {
+// Control listener: on the GID's IPv4 address when it has one.
+Status RdmaTransport::init_listener(const std::string& iface) {
+  if (dev_.ipv4 != 0 && iface.empty()) {
     auto* sin = reinterpret_cast<sockaddr_in*>(&ctrl_local_.ss);
     sin->sin_family = AF_INET;
     sin->sin_addr.s_addr = dev_.ipv4;
     ctrl_local_.len = sizeof(sockaddr_in);
   } else {
-    GW_ASSIGN_OR_RETURN(auto local, choose_local(set.ctrl_iface, "", "auto"));
+    GW_ASSIGN_OR_RETURN(auto local, choose_local(iface, "", "auto"));
     ctrl_local_ = local.addr;
   }
   GW_RETURN_IF_ERROR(listener_.open(
@@ -77,6 +93,10 @@ Status RdmaTransport::init(const Config& cfg) {
     std::memcpy(&h, b, sizeof h);
     return h.key;
   });
+  return Status();
+}
+
+Status RdmaTransport::init_epoll() {
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epfd_ || !wake_fd_) return Status(Code::kSystemError, "rdma: epoll/eventfd", errno);
@@ -90,14 +110,10 @@ Status RdmaTransport::init(const Config& cfg) {
   };
   GW_RETURN_IF_ERROR(watch(listener_.fd(), &listen_item_));
   GW_RETURN_IF_ERROR(watch(channel_->fd, &channel_item_));
-  GW_RETURN_IF_ERROR(watch(wake_fd_.get(), &wake_item_));
+  return watch(wake_fd_.get(), &wake_item_);
+}
 
-  uint8_t payload[32];
-  size_t n = encode_addr(ctrl_local_, payload);
-  GW_ASSIGN_OR_RETURN(addr_, Address::make("rdma", 1, {payload, n}));
-  GW_ASSIGN_OR_RETURN(GpuPath gpu, probe_gpu(cfg, pd_.get()));
-  gpu_ = gpu;
-  if (gpu_.name == "staging") stage_ops_ = *device_ops();  // probed usable above
+void RdmaTransport::init_props(const GpuPath& gpu) {
   props_.name = "rdma";
   props_.device = dev_.name;
   props_.link_speed_mbps = dev_.speed_mbps;
@@ -112,12 +128,6 @@ Status RdmaTransport::init(const Config& cfg) {
   // (A/B on soft-RoCE: docs/bench-rdma.md).
   props_.progress_thread = true;
   props_.progress_tick_us = 20'000;
-  core_.init("rdma", log_, opts_.cq_depth, opts_.max_outstanding, opts_.unexpected_bytes);
-  stash_.resize(kPollBatch);
-  log_->info("rdma: {} port {} GID[{}] {} ({}), MTU {}, control on {}; GPU memory: {}", dev_.name,
-             dev_.port, dev_.gid_index, gid_to_string(dev_.gid), dev_.why, mtu_bytes(dev_.mtu),
-             ctrl_local_.to_string(), gpu.why);
-  return Status();
 }
 
 Status RdmaTransport::init_verbs() {
@@ -146,6 +156,11 @@ RdmaTransport::~RdmaTransport() {
     void* ctx = nullptr;
     if (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
   }
+}
+
+int RdmaTransport::cq_per_endpoint() const {
+  return static_cast<int>(opts_.recv_depth + opts_.sq_depth +
+                          (opts_.qps - 1) * (2 * opts_.max_outstanding + opts_.sq_depth));
 }
 
 bool RdmaTransport::service_due() {

@@ -2,11 +2,10 @@
 /// RDMA verbs transport: one device/port/GID, one protection domain, one completion queue
 /// with a completion channel (so blocking waits sleep), one RC queue pair per peer.
 /// Connection set-up: the Address names a small TCP control listener; the active side dials
-/// it and both sides swap a Hello (QPN, PSN, GID, LID, MTU, credits). Any transport in a
-/// connect() call or in poll() answers incoming Hellos, so a Group's dial-all-then-accept
-/// order never deadlocks. The control connection stays open: its EOF reports a dead peer
-/// at once, the QP's bounded retries catch the rest, and while a progress thread runs it
-/// carries heartbeats that name a stopped one (rdma_liveness.cc).
+/// it and both sides swap a Hello (rdma_connect.cc); any transport in connect() or poll()
+/// answers incoming Hellos, so a Group's dial-all-then-accept order never deadlocks. The
+/// control connection stays open: its EOF reports a dead peer, and heartbeats on it name a
+/// stopped one (rdma_liveness.cc).
 /// Thread-safety: none (one thread drives a transport and its endpoints).
 #pragma once
 
@@ -21,10 +20,9 @@
 #include "gw_driver_base.h"
 #include "gw_listener.h"
 #include "gw_liveness.h"
-#include "gw_slots.h"
 #include "gw_socket.h"
-#include "gw_staging.h"
 #include "gw_transport.h"
+#include "rdma_counters.h"
 #include "rdma_device.h"
 #include "rdma_gpu.h"
 #include "rdma_options.h"
@@ -37,16 +35,12 @@ class logger;
 
 namespace gw::drv::rdma {
 
-class RdmaTransport;
 class RdmaEndpoint;
 
-/// What an epoll event points at.
-struct PollItem {
+struct PollItem {  // what an epoll event points at
   enum Kind : uint8_t { kListener, kChannel, kWake, kCtrl } kind;
 };
-
-/// The control connection of an endpoint (watched for EOF: the peer died).
-struct CtrlItem : PollItem {
+struct CtrlItem : PollItem {  // an endpoint's control connection (EOF: the peer died)
   RdmaEndpoint* ep = nullptr;
 };
 
@@ -61,8 +55,7 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   Result<size_t> post_recv_any(std::span<const RecvRequest> reqs) override;
 
   // --- DriverTransport's hooks ---
-  /// abort() from another thread: wake_fd_ wakes a progress asleep in epoll.
-  void wake();
+  void wake();  // abort() from another thread: wakes a progress asleep in epoll
   std::map<std::string, uint64_t> driver_stats() const;
   /// Arms the completion channel (the caller is about to sleep) and returns the epoll fd.
   int cq_wait_fd() { return arm(); }
@@ -73,15 +66,11 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   // --- used by RdmaEndpoint and the data path ---
   Result<size_t> progress(std::span<Completion> out);
   int arm();
-  /// Whether progress() found work since the last call (and forget it).
-  bool take_busy() { return std::exchange(busy_, false); }
+  bool take_busy() { return std::exchange(busy_, false); }  // progress() found work since
   const Options& opts() const { return opts_; }
   /// Completion-queue entries one endpoint may occupy: lane 0's receives and sends, and per
   /// further lane one receive per rendezvous slot plus its sends.
-  int cq_per_endpoint() const {
-    return static_cast<int>(opts_.recv_depth + opts_.sq_depth +
-                            (opts_.qps - 1) * (2 * opts_.max_outstanding + opts_.sq_depth));
-  }
+  int cq_per_endpoint() const;
   const DeviceChoice& dev() const { return dev_; }
   ibv_pd* pd() const { return pd_.get(); }
   ibv_cq* verbs_cq() const { return cq_verbs_.get(); }
@@ -105,32 +94,23 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   }
   DeviceOps* stage_ops() const { return stage_ops_; }
 
-  struct Counters {
-    // msgs_received, unexpected_msgs, truncated_recvs, endpoint_errors: the core's.
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
-    uint64_t eager_sent = 0, rndv_sent = 0;
-    uint64_t zero_copy_sends = 0;
-    uint64_t protocol_errors = 0;
-    uint64_t credit_stalls = 0, credit_writes = 0, cq_events = 0, inline_sends = 0;
-    uint64_t striped_sends = 0, unexpected_pulls = 0;
-    uint64_t adverts_sent = 0, adverts_dropped = 0, advert_writes = 0;
-    uint64_t advert_writes_received = 0, adverts_received = 0;
-    uint64_t staged_sends = 0, staged_recvs = 0, staging_windows = 0;
-    uint64_t held_stalls = 0;  // times messages began to wait in receive buffers
-    uint64_t heartbeats_sent = 0, heartbeats_received = 0, peer_timeouts = 0;
-  };
-
  private:
-  friend class RdmaEndpoint;
   // State the endpoints and the data path share (friends: the same driver's classes).
+  friend class RdmaEndpoint;
+  friend class Rendezvous;
+  friend class Staging;
   /// Endpoints with copies in flight: blocking waits poll instead of sleeping.
   int staging_busy_ = 0;
   Counters counters_;
   std::shared_ptr<spdlog::logger> log_;
 
   RdmaTransport() = default;
+  // Set-up in steps: options and device, verbs, control listener, epoll set, properties.
   Status init(const Config& cfg);
   Status init_verbs();
+  Status init_listener(const std::string& iface);
+  Status init_epoll();
+  void init_props(const GpuPath& gpu);
   void service_events();
   bool service_due();
   /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (rdma_liveness.cc).
@@ -139,6 +119,9 @@ class RdmaTransport final : public core::DriverTransport<RdmaTransport, RdmaEndp
   void answer(Fd fd, const Hello& h);
   void handle_wc(const ibv_wc& wc);
   Status wait_reply(int fd, Hello* reply, const std::string& who, Deadline deadline);
+  /// connect()'s passive side: waits for the endpoint answer() parks under p.key.
+  Result<std::unique_ptr<Endpoint>> take_parked(const ConnectParams& p, const std::string& who,
+                                                const SockAddr& remote, Deadline deadline);
 
   Options opts_;
   DeviceChoice dev_;
