@@ -52,8 +52,8 @@ Status mixed(const char* what) {
 // this rank's own block; start the exchange.
 Result<CollHandle> start_xchg(Communicator::Impl& im, Task& o, size_t send_ext, size_t recv_ext,
                               uint8_t* own_dst, const uint8_t* own_src, size_t own_bytes) {
-  if (send_ext) (void)im.mr_for(o, o.in, send_ext);
-  if (recv_ext) (void)im.mr_for(o, o.out, recv_ext);
+  if (send_ext) (void)im.poster.mr_for(o, o.in, send_ext);
+  if (recv_ext) (void)im.poster.mr_for(o, o.out, recv_ext);
   if (own_bytes && own_dst != own_src) {
     Status st;
     if (o.device)
@@ -194,7 +194,7 @@ Result<CollHandle> start_rooted(Communicator::Impl& im, bool gather, const void*
   GW_ASSIGN_OR_RETURN(
       Task * o, begin(im, gather ? Kind::kGather : Kind::kScatter, dt, count, root,
                       gather ? ds : dr, sbytes ? send : nullptr, rbytes ? recv : nullptr, call));
-  auto tree = im.tree_parts(*o, gather, b);
+  auto tree = coll::tree::parts(im, *o, gather, b);
   if (!tree.ok()) {
     o->active = false;
     return tree.status();

@@ -236,9 +236,9 @@ Status Communicator::wait(CollHandle h, Nanos timeout) {
   Deadline dl(timeout);
   for (;;) {
     if (op.done) {
-      im.flight_end(op, op.status);
+      im.flight.end(op, op.status);
       op.active = false;
-      if (!op.status.ok()) im.flush_notices();  // peers learn before the caller may exit
+      if (!op.status.ok()) im.faults.flush_notices();  // peers learn before the caller may exit
       return op.status;
     }
     // 20 ms: a blocked wait sees abort() that soon (a wake-up of the sleep costs ~2 us);

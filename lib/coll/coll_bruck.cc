@@ -38,33 +38,33 @@ void pack(uint8_t* tmp, uint8_t* packed, int n, int k, size_t b, bool unpack) {
 
 }  // namespace
 
-Status Communicator::Impl::bruck_setup(Task& op) {
+Status coll::bruck::setup(Communicator::Impl& im, Task& op) {
   int steps = 0;
-  while ((1 << steps) < n) ++steps;
+  while ((1 << steps) < im.n) ++steps;
   op.rd_steps = steps;
   op.rd_cur = 0;
   op.units = static_cast<uint32_t>(steps);
   op.unit_done.assign(op.units, 0);
   op.sends_total = op.recvs_total = op.units;
-  const size_t b = block(op), nb = static_cast<size_t>(n);
+  const size_t b = block(op), nb = static_cast<size_t>(im.n);
   GW_RETURN_IF_ERROR(
-      op.scratch.ensure(group.transport(), nb * b + op.units * 2 * slot_bytes(op, n)));
+      op.scratch.ensure(im.group.transport(), nb * b + op.units * 2 * slot_bytes(op, im.n)));
   for (size_t i = 0; i < nb; ++i)  // rotate: index i holds the block for rank + i
-    std::memcpy(op.scratch.data() + i * b, op.in + (static_cast<size_t>(rank) + i) % nb * b, b);
-  return post_ring_headers(op, /*hold=*/true);  // the forward one leaves with step 0's data
+    std::memcpy(op.scratch.data() + i * b, op.in + (static_cast<size_t>(im.rank) + i) % nb * b, b);
+  return im.poster.ring_headers(op, /*hold=*/true);  // the forward one leaves with step 0's data
 }
 
-Status Communicator::Impl::bruck_advance(Task& op) {
-  GW_RETURN_IF_ERROR(bruck_steps(op));
-  return send_held(op).status();  // the back header, or one the transport did not take
+Status coll::bruck::advance(Communicator::Impl& im, Task& op) {
+  GW_RETURN_IF_ERROR(coll::bruck::steps(im, op));
+  return im.poster.send_held(op).status();  // the back header, or one the transport did not take
 }
 
-Status Communicator::Impl::bruck_steps(Task& op) {
-  const size_t b = block(op), nb = static_cast<size_t>(n);
-  while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
-    const int k = static_cast<int>(op.next_recv), from = (rank - (1 << k) % n + n) % n;
-    GW_ASSIGN_OR_RETURN(bool took,
-                        recv(op, from, slot(op, n, k, true), moved(n, k) * b, op.next_recv));
+Status coll::bruck::steps(Communicator::Impl& im, Task& op) {
+  const size_t b = block(op), nb = static_cast<size_t>(im.n);
+  while (op.next_recv < op.units && op.inflight_recvs < im.max_outstanding) {
+    const int k = static_cast<int>(op.next_recv), from = (im.rank - (1 << k) % im.n + im.n) % im.n;
+    GW_ASSIGN_OR_RETURN(bool took, im.poster.recv(op, from, slot(op, im.n, k, true),
+                                                  moved(im.n, k) * b, op.next_recv));
     if (!took) break;
     ++op.inflight_recvs;
     ++op.next_recv;
@@ -74,29 +74,30 @@ Status Communicator::Impl::bruck_steps(Task& op) {
     const int k = op.rd_cur;
     uint8_t& st = op.unit_done[static_cast<size_t>(k)];  // 2 received, 4 posted
     if (!(st & 4)) {
-      uint8_t* out = slot(op, n, k, false);
-      pack(tmp, out, n, k, b, false);
-      GW_ASSIGN_OR_RETURN(bool took, send_with_held(op, (rank + (1 << k)) % n, out, moved(n, k) * b,
-                                                    static_cast<uint32_t>(k)));
+      uint8_t* out = slot(op, im.n, k, false);
+      pack(tmp, out, im.n, k, b, false);
+      GW_ASSIGN_OR_RETURN(bool took,
+                          im.poster.send_with_held(op, (im.rank + (1 << k)) % im.n, out,
+                                                   moved(im.n, k) * b, static_cast<uint32_t>(k)));
       if (!took) return Status();
       ++op.inflight_sends;
       st |= 4;
     }
     if (!(st & 2)) return Status();
-    pack(tmp, slot(op, n, k, true), n, k, b, true);
+    pack(tmp, slot(op, im.n, k, true), im.n, k, b, true);
     if (++op.rd_cur < op.rd_steps) continue;
     for (size_t i = 0; i < nb; ++i)  // index i came from rank - i
-      std::memcpy(op.out + (static_cast<size_t>(rank) + nb - i) % nb * b, tmp + i * b, b);
+      std::memcpy(op.out + (static_cast<size_t>(im.rank) + nb - i) % nb * b, tmp + i * b, b);
   }
   return Status();
 }
 
-Status Communicator::Impl::bruck_on_recv(Task& op, uint32_t unit, size_t len, int peer) {
-  if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
-  const size_t want = moved(n, static_cast<int>(unit)) * block(op);
+Status coll::bruck::on_recv(Communicator::Impl& im, Task& op, uint32_t unit, size_t len, int peer) {
+  if (unit >= op.units) return Status(Code::kProtocolError, im.where(op) + ": unknown unit");
+  const size_t want = moved(im.n, static_cast<int>(unit)) * block(op);
   if (len != want) {
     return Status(Code::kInvalidArgument,
-                  where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
+                  im.where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
                       " bytes at step " + std::to_string(unit) + ", this rank expected " +
                       std::to_string(want) +
                       ": the ranks called the collective with different counts or dtypes");

@@ -32,7 +32,7 @@ struct Desc {
   uint32_t magic = 0;
   uint8_t kind = 0, dtype = 0, op = 0, algo = 0;
   uint8_t device = 0;  ///< 1: device buffers (a rank mixing them with host buffers is caught)
-  /// 1: a mismatch relayed (rd_relay): this Desc is rank `origin`'s call and the next one
+  /// 1: a mismatch relayed (rd::relay): this Desc is rank `origin`'s call and the next one
   /// the call of the rank it disagreed with (its `origin`).
   uint8_t relayed = 0;
   uint16_t origin = 0;

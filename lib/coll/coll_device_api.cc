@@ -68,7 +68,7 @@ Result<CollHandle> run_ring(Communicator::Impl& im, Task& t, const void* send, v
   CollHandle h{static_cast<uint32_t>(im.slot_of(t)), t.gen};
   Status st = run_device_ring(im, t, send, recv, rs_out);
   t.done = true;
-  if (!st.ok()) im.fail(t, st);  // breaks the communicator, as a host collective's failure
+  if (!st.ok()) im.faults.fail(t, st);  // breaks the communicator, as a host collective's failure
   t.status = st;
   return h;
 }

@@ -142,7 +142,7 @@ Status DeviceRing::setup(const void* send, void* recv) {
     from[kBackHdr] = next_;
     hdrs = kBackHdr + 1;
   }
-  GW_RETURN_IF_ERROR(im_.post_headers(op_, {to, hdrs}, {from, hdrs}));
+  GW_RETURN_IF_ERROR(im_.poster.headers(op_, {to, hdrs}, {from, hdrs}));
   chunk_ = std::max<size_t>(1, im_.chunk_bytes / op_.es);
   const size_t seg_max = (op_.count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_);
   C_ = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + chunk_ - 1) / chunk_));

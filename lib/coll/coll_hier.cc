@@ -76,32 +76,32 @@ void phase_geometry(const Communicator::Impl& im, Task& op) {
 
 }  // namespace
 
-Status Communicator::Impl::hier_setup(Task& op) {
-  if (!hier_ok) {
+Status coll::hier::setup(Communicator::Impl& im, Task& op) {
+  if (!im.hier_ok) {
     return Status(Code::kInvalidArgument,
-                  where(op) +
+                  im.where(op) +
                       ": hierarchical allreduce needs ranks on 2 or more hosts with the "
                       "same number (2 or more) of ranks on each; this group has " +
-                      std::to_string(group.num_hosts()) +
+                      std::to_string(im.group.num_hosts()) +
                       " host(s) (set GW_HOST per rank, or use algo ring)");
   }
   op.engine = coll::Engine::kHier;
   op.phase = 0;
-  phase_geometry(*this, op);
-  return ring_start(op);
+  phase_geometry(im, op);
+  return coll::ring::start(im, op);
 }
 
-Status Communicator::Impl::hier_advance(Task& op) {
+Status coll::hier::advance(Communicator::Impl& im, Task& op) {
   while (op.phase < kDone) {
-    GW_RETURN_IF_ERROR(ring_advance(op));
+    GW_RETURN_IF_ERROR(coll::ring::advance(im, op));
     // A phase ends when all its messages are through: no completion of it can come later.
     const bool idle = op.next_send == op.units && op.next_recv == op.units &&
                       op.sends_done == op.sends_total && op.recvs_done == op.recvs_total &&
                       op.hdr_pending == 0 && op.nheld == 0;
     if (!idle) return Status();
     if (++op.phase == kDone) break;
-    phase_geometry(*this, op);
-    GW_RETURN_IF_ERROR(ring_start(op));
+    phase_geometry(im, op);
+    GW_RETURN_IF_ERROR(coll::ring::start(im, op));
   }
   return Status();
 }

@@ -58,9 +58,9 @@ static void park(std::unique_ptr<Notices> nt) {
 }
 
 static bool post_notice_recv(Communicator::Impl& im, int i) {
-  Notices& nt = *im.notices;
+  Notices& nt = *im.faults.notices;
   RecvRequest r{nt.slot(i), sizeof(Notice), coll::make_tag(kNoticeMagic, im.epoch, 0, 0),
-                make_wr(kNoticeSlot, im.notice_id, false, static_cast<uint32_t>(i)),
+                make_wr(kNoticeSlot, im.faults.notice_id, false, static_cast<uint32_t>(i)),
                 im.needs_mr ? nt.buf.mr() : nullptr};
   auto k = im.group.transport().post_recv_any({&r, 1});
   if (!k.ok() || *k != 1) return false;
@@ -69,9 +69,9 @@ static bool post_notice_recv(Communicator::Impl& im, int i) {
 }
 
 Status notices_init(Communicator::Impl& im) {
-  im.notices = std::make_unique<Notices>();
-  im.notice_id = g_instance.fetch_add(1, std::memory_order_relaxed) & 0xFFFFFF;
-  Notices& nt = *im.notices;
+  im.faults.notices = std::make_unique<Notices>();
+  im.faults.notice_id = g_instance.fetch_add(1, std::memory_order_relaxed) & 0xFFFFFF;
+  Notices& nt = *im.faults.notices;
   nt.pend_from.assign(static_cast<size_t>(im.n), 0);
   nt.pend_to.assign(static_cast<size_t>(im.n), 0);
   if (im.n == 1) return Status();
@@ -105,7 +105,7 @@ static Status notice_status(const Communicator::Impl& im, const Notice& m) {
 }
 
 bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
-  Notices& nt = *im.notices;
+  Notices& nt = *im.faults.notices;
   const uint32_t slot = static_cast<uint32_t>(c.wr_id >> 56);
   const bool is_send = (c.wr_id >> 31) & 1;
   if (slot != kNoticeSlot) {  // a collective's or a send/receive's: count it per peer
@@ -115,7 +115,8 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
     }
     return false;
   }
-  if (((c.wr_id >> 32) & 0xFFFFFF) != im.notice_id) return true;  // an earlier communicator's
+  if (((c.wr_id >> 32) & 0xFFFFFF) != im.faults.notice_id)
+    return true;  // an earlier communicator's
   if (is_send) {
     if (nt.sends_pending) --nt.sends_pending;
     return true;
@@ -134,10 +135,10 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
     nt.reported |= m.sender < 64 ? uint64_t{1} << m.sender : 0;
     nt.waited |= m.waiting;
     (void)post_notice_recv(im, i);
-    if (!nt.suspect) im.start_suspect();
+    if (!nt.suspect) im.faults.start_suspect();
     return true;
   }
-  im.fail_all(notice_status(im, m), /*tell_peers=*/false);
+  im.faults.fail_all(notice_status(im, m), /*tell_peers=*/false);
   return true;
 }
 
@@ -145,18 +146,22 @@ bool notices_on_completion(Communicator::Impl& im, const Completion& c) {
 
 Communicator::Impl::Impl(Group& g) : group(g) {}
 
+coll::Faults::Faults(Impl& owner) : im(owner) {}
+coll::Faults::~Faults() = default;
+
 Communicator::Impl::~Impl() {
-  health.reset();  // its thread reads this Impl
+  health.server.reset();  // its thread reads this Impl
   shutdown();
-  if (notices && notices->posted > 0) coll::park(std::move(notices));
+  if (faults.notices && faults.notices->posted > 0) coll::park(std::move(faults.notices));
 }
 
 void Communicator::Impl::shutdown() {
-  if (!notices || shut) return;
+  if (!faults.notices || shut) return;
   shut = true;
-  abort_if_requested();  // requested while no thread drove the communicator
-  if (!notices->settle.ok() && broken.ok()) fail_all(notices->settle);  // peers learn now
-  if (notices->sends_pending) flush_notices();
+  faults.abort_if_requested();  // requested while no thread drove the communicator
+  if (!faults.notices->settle.ok() && broken.ok())
+    faults.fail_all(faults.notices->settle);  // peers learn now
+  if (faults.notices->sends_pending) faults.flush_notices();
 }
 
 bool Communicator::Impl::transport_holds_requests() const {
@@ -168,10 +173,10 @@ bool Communicator::Impl::transport_holds_requests() const {
 
 uint64_t Communicator::Impl::requests_out() const {
   uint64_t k = 0;
-  if (!notices) return 0;
-  for (uint32_t v : notices->pend_from) k += v;
-  for (uint32_t v : notices->pend_to) k += v;
-  return k + static_cast<uint64_t>(notices->posted) + notices->sends_pending;
+  if (!faults.notices) return 0;
+  for (uint32_t v : faults.notices->pend_from) k += v;
+  for (uint32_t v : faults.notices->pend_to) k += v;
+  return k + static_cast<uint64_t>(faults.notices->posted) + faults.notices->sends_pending;
 }
 
 namespace coll {
@@ -190,66 +195,66 @@ void park_impl(std::unique_ptr<Communicator::Impl> im) {
 
 }  // namespace coll
 
-void Communicator::Impl::count_post(int peer, bool is_send) {
+void coll::Faults::count_post(int peer, bool is_send) {
   if (peer >= 0) ++(is_send ? notices->pend_to : notices->pend_from)[static_cast<size_t>(peer)];
 }
 
-void Communicator::Impl::send_notice(int slot, const Notice& m) {
+void coll::Faults::send_notice(int slot, const Notice& m) {
   Notices& nt = *notices;
   std::memcpy(nt.slot(slot), &m, sizeof(m));
-  for (int p = 0; p < n; ++p) {
-    if (p == rank) continue;
-    SendRequest r{nt.slot(slot), sizeof(Notice), coll::make_tag(kNoticeMagic, epoch, 0, 0),
+  for (int p = 0; p < im.n; ++p) {
+    if (p == im.rank) continue;
+    SendRequest r{nt.slot(slot), sizeof(Notice), coll::make_tag(kNoticeMagic, im.epoch, 0, 0),
                   coll::make_wr(kNoticeSlot, notice_id, true, static_cast<uint32_t>(slot)),
-                  needs_mr ? nt.buf.mr() : nullptr};
-    auto k = group.endpoint(p).post_send({&r, 1});  // a dead peer's refusal is expected
+                  im.needs_mr ? nt.buf.mr() : nullptr};
+    auto k = im.group.endpoint(p).post_send({&r, 1});  // a dead peer's refusal is expected
     if (k.ok() && *k == 1) ++nt.sends_pending;
   }
 }
 
-void Communicator::Impl::fail_all(const Status& st, bool tell_peers) {
-  const bool first = broken.ok();
+void coll::Faults::fail_all(const Status& st, bool tell_peers) {
+  const bool first = im.broken.ok();
   if (first) {
-    broken = st;
-    health_set_broken(st);
-    log::get("gw.coll")->warn("coll: rank {}: {}", rank, st.to_string());
+    im.broken = st;
+    im.health.set_broken(st);
+    log::get("gw.coll")->warn("coll: rank {}: {}", im.rank, st.to_string());
     if (tell_peers) tell_failure(st);
   }
-  for (auto& o : ops) {
+  for (auto& o : im.ops) {
     if (o.active && !o.done) {
       o.status = st;
       o.done = true;
-      flight_end(o, st);
+      im.flight.end(o, st);
     }
   }
-  if (first && flight) {
-    (void)flight_dump(st.code() == Code::kTimeout   ? "timeout"
-                      : st.code() == Code::kAborted ? "abort"
-                                                    : "failure");
+  if (first && im.flight.recorder) {
+    (void)im.flight.dump(st.code() == Code::kTimeout   ? "timeout"
+                         : st.code() == Code::kAborted ? "abort"
+                                                       : "failure");
   }
 }
 
-void Communicator::Impl::tell_failure(const Status& st) {
-  if (n == 1 || notices->sent_failure) return;
+void coll::Faults::tell_failure(const Status& st) {
+  if (im.n == 1 || notices->sent_failure) return;
   notices->sent_failure = true;
   Notice m;
   m.kind = Notice::kFailed;
   m.code = static_cast<uint8_t>(st.code());
   m.culprit = st.rank();
-  m.sender = rank;
+  m.sender = im.rank;
   const auto msg = st.message();
   std::memcpy(m.text, msg.data(), std::min(msg.size(), sizeof(m.text) - 1));
   send_notice(Notices::kRecvs + 1, m);
 }
 
-void Communicator::Impl::flush_notices() {
-  if (notices->flushed || broken.ok()) return;  // a failed receive alone tells no one
+void coll::Faults::flush_notices() {
+  if (notices->flushed || im.broken.ok()) return;  // a failed receive alone tells no one
   notices->flushed = true;
   Deadline dl(kFlush);
   while (notices->sends_pending > 0 && !dl.expired()) {
-    auto r = group.transport().cq().wait(comps, Millis(5));
+    auto r = im.group.transport().cq().wait(im.comps, Millis(5));
     if (!r.ok() && r.status().code() != Code::kTimeout) return;
-    for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
+    for (size_t i = 0; r.ok() && i < *r; ++i) im.dispatch(im.comps[i]);
   }
 }
 
@@ -257,7 +262,7 @@ void Communicator::Impl::flush_notices() {
 // (flush_notices) could no longer reach the peers, which would see only "closed the
 // connection" (RemoteError, not Aborted). The driving thread sees the request within the
 // 20 ms its waits poll at, well inside the 200 ms the peers are promised.
-void Communicator::Impl::request_abort(std::string_view reason) {
+void coll::Faults::request_abort(std::string_view reason) {
   Notices& nt = *notices;
   std::lock_guard<std::mutex> l(nt.abort_mu);
   if (nt.abort_state.load(std::memory_order_relaxed) != 0) return;
@@ -265,7 +270,7 @@ void Communicator::Impl::request_abort(std::string_view reason) {
   nt.abort_state.store(1, std::memory_order_release);
 }
 
-bool Communicator::Impl::abort_if_requested() {
+bool coll::Faults::abort_if_requested() {
   Notices& nt = *notices;
   if (nt.abort_state.load(std::memory_order_acquire) != 1) return false;
   std::string why;
@@ -274,55 +279,56 @@ bool Communicator::Impl::abort_if_requested() {
     why = nt.abort_reason;
     nt.abort_state.store(2, std::memory_order_relaxed);
   }
-  fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(rank) + " of " +
-                                      std::to_string(n) + " aborted the communicator: " + why)
-               .with_rank(rank));
+  fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(im.rank) + " of " +
+                                      std::to_string(im.n) + " aborted the communicator: " + why)
+               .with_rank(im.rank));
   flush_notices();
   return true;
 }
 
-uint64_t Communicator::Impl::waiting_mask() const {
+uint64_t coll::Faults::waiting_mask() const {
   uint64_t m = 0;
-  for (int p = 0; p < std::min(n, 64); ++p) {
+  for (int p = 0; p < std::min(im.n, 64); ++p) {
     if (notices->pend_from[static_cast<size_t>(p)] || notices->pend_to[static_cast<size_t>(p)])
       m |= uint64_t{1} << p;
   }
   return m;
 }
 
-void Communicator::Impl::start_suspect() {
+void coll::Faults::start_suspect() {
   Notices& nt = *notices;
   nt.suspect = true;
-  nt.grace_end = Clock::now() + grace(timeout);
-  if (nt.sent_report || n == 1) return;
+  nt.grace_end = Clock::now() + grace(im.timeout);
+  if (nt.sent_report || im.n == 1) return;
   nt.sent_report = true;
   Notice m;
   m.kind = Notice::kReport;
   m.code = static_cast<uint8_t>(Code::kTimeout);
-  m.sender = rank;
+  m.sender = im.rank;
   m.waiting = waiting_mask();
   send_notice(Notices::kRecvs, m);
 }
 
-Status Communicator::Impl::post_error(const Status& st, int peer, const std::string& what) const {
-  if (peer < 0 || group.endpoint(peer).status().ok()) return st.with_context(what).with_rank(peer);
+Status coll::Faults::post_error(const Status& st, int peer, const std::string& what) const {
+  if (peer < 0 || im.group.endpoint(peer).status().ok())
+    return st.with_context(what).with_rank(peer);
   return Status(Code::kRemoteError,
                 what + ": rank " + std::to_string(peer) + " failed: " + st.to_string())
       .with_rank(peer);
 }
 
-void Communicator::Impl::peer_failed(Status st) {
+void coll::Faults::peer_failed(Status st) {
   Notices& nt = *notices;
-  if (!broken.ok() || !nt.settle.ok()) return;  // the first error stands
+  if (!im.broken.ok() || !nt.settle.ok()) return;  // the first error stands
   nt.settle = std::move(st);
   nt.settle_end = Clock::now() + kSettle;
 }
 
-void Communicator::Impl::check_deadlines() {
+void coll::Faults::check_deadlines() {
   Notices& nt = *notices;
-  if (!nt.settle.ok() && broken.ok() && Clock::now() >= nt.settle_end) fail_all(nt.settle);
+  if (!nt.settle.ok() && im.broken.ok() && Clock::now() >= nt.settle_end) fail_all(nt.settle);
   const Task* late = nullptr;
-  for (auto& op : ops) {
+  for (auto& op : im.ops) {
     if (op.active && !op.done && op.deadline.expired()) {
       late = &op;
       break;
@@ -332,22 +338,22 @@ void Communicator::Impl::check_deadlines() {
     if (!late) return;
     start_suspect();
   }
-  if (Clock::now() < nt.grace_end || !broken.ok()) return;
+  if (Clock::now() < nt.grace_end || !im.broken.ok()) return;
   // Culprits: ranks someone waits on that did not report; else any silent rank; else the
   // ones this rank waits on (every rank reported: they wait on each other, e.g. mismatched
   // point-to-point calls).
-  const uint64_t self = rank < 64 ? uint64_t{1} << rank : 0;
-  const uint64_t all = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  const uint64_t self = im.rank < 64 ? uint64_t{1} << im.rank : 0;
+  const uint64_t all = im.n >= 64 ? ~uint64_t{0} : (uint64_t{1} << im.n) - 1;
   const uint64_t mine = waiting_mask();
   const uint64_t silent = all & ~nt.reported & ~self;
   uint64_t culprits = (nt.waited | mine) & silent;
   if (!culprits) culprits = silent;
   if (!culprits) culprits = mine;
   const Task* op = late;
-  for (auto& o : ops) {
+  for (auto& o : im.ops) {
     if (!op && o.active && !o.done) op = &o;
   }
-  std::string what = op ? where(*op) : "coll: rank " + std::to_string(rank);
+  std::string what = op ? im.where(*op) : "coll: rank " + std::to_string(im.rank);
   if (op) {
     what += " (messages sent " + std::to_string(op->sends_done) + "/" +
             std::to_string(op->sends_total) + ", received " + std::to_string(op->recvs_done) + "/" +

@@ -54,7 +54,7 @@ struct Notices {
   bool flushed = false;  ///< flush_notices() ran (once: a stopped peer never drains)
   // Per peer: requests posted and not completed (whom a rank waits on at a timeout).
   std::vector<uint32_t> pend_from, pend_to;
-  // A peer's failure waiting for its settle time (Communicator::Impl::peer_failed).
+  // A peer's failure waiting for its settle time (Faults::peer_failed).
   Status settle;
   Clock::time_point settle_end{};
   // Timeout phase.

@@ -28,14 +28,14 @@ Result<CollHandle> start_p2p(Communicator::Impl& im, coll::Kind kind, void* buf,
   // Device memory goes to the transport as it is (moved directly or staged there).
   o->device = bytes > 0 && coll::is_device_buffer(buf);
   (is_send ? o->sends_total : o->recvs_total) = 1;
-  im.flight_start(*o);
-  auto took = im.post_p2p(*o, peer, is_send, buf, bytes, tag);
+  im.flight.start(*o);
+  auto took = im.poster.p2p(*o, peer, is_send, buf, bytes, tag);
   if (!took.ok() || !*took) {
     o->active = false;
     Status st = !took.ok() ? took.status()
                            : Status(Code::kResourceExhausted,
                                     im.where(*o) + ": queue full; wait on earlier calls");
-    im.flight_end(*o, st);
+    im.flight.end(*o, st);
     return st;
   }
   return CollHandle{static_cast<uint32_t>(im.slot_of(*o)), o->gen};

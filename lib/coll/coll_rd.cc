@@ -22,15 +22,15 @@ size_t rd_slot(const Task& op) { return (kRdHdr + op.count * op.es + 63) / 64 * 
 uint8_t* rd_buf(Task& op, size_t i) { return op.scratch.data() + i * rd_slot(op); }
 }  // namespace
 
-Status Communicator::Impl::rd_setup(Task& op) {
+Status coll::rd::setup(Communicator::Impl& im, Task& op) {
   op.engine = coll::Engine::kRd;
   int p = 1, logp = 0;
-  while (p * 2 <= n) {
+  while (p * 2 <= im.n) {
     p *= 2;
     ++logp;
   }
-  const int rem = n - p;
-  const int r = rank;
+  const int rem = im.n - p;
+  const int r = im.rank;
   const int newrank = r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
   int k = 0;
   auto add = [&](int unit, coll::RdStep s) {
@@ -72,22 +72,22 @@ Status Communicator::Impl::rd_setup(Task& op) {
     op.sends_total += s.send;
     op.recvs_total += s.recv;
   }
-  // Scratch: two receive slots, then two send slots (each kRdHdr + data), then rd_relay's.
-  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), 4 * rd_slot(op) + kRdHdr));
+  // Scratch: two receive slots, then two send slots (each kRdHdr + data), then rd::relay's.
+  GW_RETURN_IF_ERROR(op.scratch.ensure(im.group.transport(), 4 * rd_slot(op) + kRdHdr));
   const size_t bytes = op.count * op.es;
   if (op.work != op.in && bytes) std::memcpy(op.work, op.in, bytes);
   return Status();
 }
 
-Status Communicator::Impl::rd_advance(Task& op) {
+Status coll::rd::advance(Communicator::Impl& im, Task& op) {
   const size_t bytes = op.count * op.es, len = kRdHdr + bytes;
   // Receives run up to two steps ahead, alternating between the two receive slots.
   while (op.next_recv < static_cast<uint32_t>(op.rd_steps) &&
          op.next_recv < static_cast<uint32_t>(op.rd_cur) + 2) {
     const auto& s = op.rd[op.next_recv];
     if (s.recv) {
-      GW_ASSIGN_OR_RETURN(
-          bool took, recv(op, s.peer, rd_buf(op, op.next_recv % 2), len, s.unit, coll::kHdrUnit));
+      GW_ASSIGN_OR_RETURN(bool took, im.poster.recv(op, s.peer, rd_buf(op, op.next_recv % 2), len,
+                                                    s.unit, coll::kHdrUnit));
       if (!took) break;
       ++op.inflight_recvs;
     }
@@ -104,7 +104,7 @@ Status Communicator::Impl::rd_advance(Task& op) {
       uint8_t* out = rd_buf(op, 2 + cur % 2);
       std::memcpy(out, &op.desc, sizeof(op.desc));
       if (bytes) std::memcpy(out + kRdHdr, op.work, bytes);
-      GW_ASSIGN_OR_RETURN(bool took, send(op, s.peer, out, len, s.unit, coll::kHdrUnit));
+      GW_ASSIGN_OR_RETURN(bool took, im.poster.send(op, s.peer, out, len, s.unit, coll::kHdrUnit));
       if (!took) return Status();
       ++op.inflight_sends;
       st |= 4;
@@ -113,32 +113,32 @@ Status Communicator::Impl::rd_advance(Task& op) {
     if (s.recv && !(st & 2)) return Status();
     const uint8_t* theirs = rd_buf(op, cur % 2) + kRdHdr;
     if (s.reduce) {
-      const uint32_t div = s.final && op.rop == ReduceOp::kAvg ? static_cast<uint32_t>(n) : 0;
+      const uint32_t div = s.final && op.rop == ReduceOp::kAvg ? static_cast<uint32_t>(im.n) : 0;
       coll::reduce(op.dt, op.rop, op.work, s.peer_lower ? theirs : op.work,
                    s.peer_lower ? op.work : theirs, op.count, div);
     } else if (s.recv && bytes) {
       std::memcpy(op.work, theirs, bytes);  // fold-out: the partner's final result
     }
     ++op.rd_cur;
-    if (op.next_recv < static_cast<uint32_t>(op.rd_steps)) return rd_advance(op);
+    if (op.next_recv < static_cast<uint32_t>(op.rd_steps)) return coll::rd::advance(im, op);
   }
   return Status();
 }
 
-Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len, int peer) {
-  if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
+Status coll::rd::on_recv(Communicator::Impl& im, Task& op, uint32_t unit, size_t len, int peer) {
+  if (unit >= op.units) return Status(Code::kProtocolError, im.where(op) + ": unknown unit");
   size_t idx = 0;
   while (idx < static_cast<size_t>(op.rd_steps) && op.rd[idx].unit != static_cast<int>(unit)) ++idx;
   const auto* d = reinterpret_cast<const coll::Desc*>(rd_buf(op, idx % 2));
-  if (check_args || len < sizeof(coll::Desc)) {
-    if (Status st = check_desc(op, peer, d, len); !st.ok()) {
-      rd_relay(op, d, len, peer);
+  if (im.check_args || len < sizeof(coll::Desc)) {
+    if (Status st = im.poster.check_desc(op, peer, d, len); !st.ok()) {
+      coll::rd::relay(im, op, d, len, peer);
       return st;
     }
   }
   if (len != kRdHdr + op.count * op.es) {
     return Status(Code::kInvalidArgument,
-                  where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
+                  im.where(op) + ": rank " + std::to_string(peer) + " sent " + std::to_string(len) +
                       " bytes at step " + std::to_string(unit) + ", this rank expected " +
                       std::to_string(kRdHdr + op.count * op.es) +
                       ": the ranks called the collective with different counts or dtypes");
@@ -151,14 +151,14 @@ Status Communicator::Impl::rd_on_recv(Task& op, uint32_t unit, size_t len, int p
 // The ranks that meet this one only at later steps would wait for data that never comes: send
 // them, in place of that data, both calls of the mismatch found here (or relayed to here), and
 // they fail with it and pass it on in turn, so every rank fails at once.
-void Communicator::Impl::rd_relay(Task& op, const coll::Desc* d, size_t len, int peer) {
+void coll::rd::relay(Communicator::Impl& im, Task& op, const coll::Desc* d, size_t len, int peer) {
   coll::Desc pair[2];
   if (len >= sizeof pair && d->magic == op.desc.magic && d->relayed) {
     std::memcpy(pair, d, sizeof pair);
   } else {
     pair[0] = op.desc;
     pair[0].relayed = 1;
-    pair[0].origin = static_cast<uint16_t>(rank);
+    pair[0].origin = static_cast<uint16_t>(im.rank);
     if (len >= sizeof(coll::Desc)) std::memcpy(&pair[1], d, sizeof(coll::Desc));
     pair[1].origin = static_cast<uint16_t>(peer);
   }
@@ -168,12 +168,13 @@ void Communicator::Impl::rd_relay(Task& op, const coll::Desc* d, size_t len, int
     const coll::RdStep& s = op.rd[static_cast<size_t>(i)];
     uint8_t& st = op.unit_done[static_cast<size_t>(s.unit)];
     if (!s.send || (st & 4)) continue;
-    (void)send(op, s.peer, buf, sizeof pair, static_cast<uint32_t>(s.unit), coll::kHdrUnit);
+    (void)im.poster.send(op, s.peer, buf, sizeof pair, static_cast<uint32_t>(s.unit),
+                         coll::kHdrUnit);
     st |= 4;
   }
 }
 
-Status Communicator::Impl::rd_on_send(Task& op, uint32_t unit) {
+Status coll::rd::on_send(Communicator::Impl& /*im*/, Task& op, uint32_t unit) {
   if (unit < op.units) op.unit_done[unit] |= 1;
   return Status();
 }

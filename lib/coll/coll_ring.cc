@@ -104,75 +104,71 @@ UnitIo unit_io(const Task& op, uint32_t u) {
 
 }  // namespace
 
-Status Communicator::Impl::ring_setup(Task& op) {
+Status coll::ring::setup(Communicator::Impl& im, Task& op) {
   op.engine = coll::Engine::kRing;
   op.ring_ranks = nullptr;
-  op.ring_n = n;
-  op.ring_pos = rank;
+  op.ring_n = im.n;
+  op.ring_pos = im.rank;
   op.ring_off = 0;
   op.ring_count = op.count;
   op.ring_in = op.in;
-  op.avg_div = static_cast<uint32_t>(n);
+  op.avg_div = static_cast<uint32_t>(im.n);
   op.unit_base = 0;
   op.phase = 0;
   const bool has_rs = op.kind == Kind::kAllreduce || op.kind == Kind::kReduceScatter;
   const bool has_ag = op.kind == Kind::kAllreduce || op.kind == Kind::kAllgather;
-  op.rs = has_rs ? static_cast<uint32_t>(n - 1) : 0;
-  op.ag = has_ag ? static_cast<uint32_t>(n - 1) : 0;
-  return ring_start(op);
+  op.rs = has_rs ? static_cast<uint32_t>(im.n - 1) : 0;
+  op.ag = has_ag ? static_cast<uint32_t>(im.n - 1) : 0;
+  return coll::ring::start(im, op);
 }
 
-Status Communicator::Impl::ring_start(Task& op) {
+Status coll::ring::start(Communicator::Impl& im, Task& op) {
   const int rn = op.ring_n;
-  op.chunk = std::max<size_t>(1, chunk_bytes / op.es);
+  op.chunk = std::max<size_t>(1, im.chunk_bytes / op.es);
   const size_t seg_max = op.kind == Kind::kBroadcast
                              ? op.ring_count
                              : (op.ring_count + static_cast<size_t>(rn) - 1) / rn;
   op.C = static_cast<uint32_t>(std::max<size_t>(1, (seg_max + op.chunk - 1) / op.chunk));
-  op.depth = depth;
+  op.depth = im.depth;
   op.next_send = op.next_recv = 0;
   const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
+  int to[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1};  // descriptor headers (per phase)
+  int from[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1};
+  size_t k = 0;
   if (op.kind == Kind::kBroadcast) {
-    const int d = mod(rank - op.root, n);
+    const int d = mod(im.rank - op.root, im.n);
     op.units = op.C;
-    op.sends_total = d < n - 1 ? op.C : 0;
+    op.sends_total = d < im.n - 1 ? op.C : 0;
     op.recvs_total = d > 0 ? op.C : 0;
     // Headers go both ways around the ring, not only down the chain: every rank (the root
     // and the last too) then checks a neighbour's call, so a mismatch fails them all.
-    int to[coll::kBackHdr + 1] = {next, -1, -1, -1, -1};
-    int from[coll::kBackHdr + 1] = {prev, -1, -1, -1, -1};
-    size_t k = 1;
-    if (n > 2) {
-      to[coll::kBackHdr] = prev;
-      from[coll::kBackHdr] = next;
-      k = coll::kBackHdr + 1;
-    }
-    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}, /*hold=*/true));
+    to[0] = next;
+    from[0] = prev;
+    k = 1;
   } else {
     op.units = (op.rs + op.ag) * op.C;
     op.sends_total += op.units;
     op.recvs_total += op.units;
     // Header unit = phase: each phase of a hierarchical allreduce checks its own ring.
-    int to[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1},
-                            from[coll::kBackHdr + 1] = {-1, -1, -1, -1, -1};
     to[op.phase] = next;
     from[op.phase] = prev;
-    auto k = static_cast<size_t>(op.phase) + 1;
-    if (op.phase == 0 && rn > 2) {  // and backwards: see kBackHdr
-      to[coll::kBackHdr] = prev;
-      from[coll::kBackHdr] = next;
-      k = coll::kBackHdr + 1;
-    }
-    GW_RETURN_IF_ERROR(post_headers(op, {to, k}, {from, k}, /*hold=*/true));
+    k = static_cast<size_t>(op.phase) + 1;
   }
+  if (op.kind == Kind::kBroadcast ? im.n > 2 : op.phase == 0 && rn > 2) {  // see kBackHdr
+    to[coll::kBackHdr] = prev;
+    from[coll::kBackHdr] = next;
+    k = coll::kBackHdr + 1;
+  }
+  GW_RETURN_IF_ERROR(im.poster.headers(op, {to, k}, {from, k}, /*hold=*/true));
   op.unit_done.assign(op.units, 0);  // reuses capacity: no allocation for a repeated size
   if (op.rs) {
-    GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), size_t{op.depth} * op.chunk * op.es));
+    GW_RETURN_IF_ERROR(
+        op.scratch.ensure(im.group.transport(), size_t{op.depth} * op.chunk * op.es));
   }
   if (op.kind == Kind::kAllgather) {
     size_t off, len;
-    chunk_of(op, n, op.ring_pos, 0, &off, &len);
-    const size_t block = op.count / static_cast<size_t>(n);
+    chunk_of(op, im.n, op.ring_pos, 0, &off, &len);
+    const size_t block = op.count / static_cast<size_t>(im.n);
     if (op.work + off * op.es != op.in && block) {
       if (op.device)
         GW_RETURN_IF_ERROR(coll::copy_sync(op.work + off * op.es, op.in, block * op.es));
@@ -183,7 +179,7 @@ Status Communicator::Impl::ring_start(Task& op) {
   return Status();
 }
 
-Status Communicator::Impl::ring_advance(Task& op) {
+Status coll::ring::advance(Communicator::Impl& im, Task& op) {
   const int next = ring_peer(op, op.ring_pos + 1), prev = ring_peer(op, op.ring_pos - 1);
   // The units this call can post go out as one burst per direction (at a collective's start
   // that is up to max_outstanding chunks: one post call instead of one each); the first burst
@@ -194,12 +190,13 @@ Status Communicator::Impl::ring_advance(Task& op) {
   size_t k = 0;
   auto flush_sends = [&]() -> Result<bool> {
     int h;
-    const size_t first = held_header(op, next, &sreq[0], &h) ? 0 : 1;
-    GW_ASSIGN_OR_RETURN(size_t took, post_sends(op, next, {sreq.data() + first, k + 1 - first}));
-    return settle_burst(took_held(op, h, took), &k, units.data(), &op.next_send,
+    const size_t first = im.poster.held_header(op, next, &sreq[0], &h) ? 0 : 1;
+    GW_ASSIGN_OR_RETURN(size_t took,
+                        im.poster.sends(op, next, {sreq.data() + first, k + 1 - first}));
+    return settle_burst(im.poster.took_held(op, h, took), &k, units.data(), &op.next_send,
                         &op.inflight_sends);
   };
-  while (op.next_send < op.units && op.inflight_sends < max_outstanding) {
+  while (op.next_send < op.units && op.inflight_sends < im.max_outstanding) {
     const UnitIo io = unit_io(op, op.next_send);
     if (io.send) {
       if (io.dep >= 0 && !op.unit_done[static_cast<size_t>(io.dep)]) break;
@@ -209,7 +206,7 @@ Status Communicator::Impl::ring_advance(Task& op) {
       const uint32_t u = op.next_send;
       if (io.scratch && u >= op.depth && !op.unit_done[u - op.depth]) break;
       units[k] = u;
-      sreq[1 + k++] = send_req(op, io.src, io.slen * op.es, op.unit_base + u);
+      sreq[1 + k++] = im.poster.send_req(op, io.src, io.slen * op.es, op.unit_base + u);
       ++op.inflight_sends;
     }
     ++op.next_send;
@@ -219,18 +216,18 @@ Status Communicator::Impl::ring_advance(Task& op) {
     }
   }
   if (k > 0) GW_RETURN_IF_ERROR(flush_sends().status());
-  GW_RETURN_IF_ERROR(send_held(op).status());  // a header with no data to go with now
+  GW_RETURN_IF_ERROR(im.poster.send_held(op).status());  // a header with no data to go with now
   auto flush_recvs = [&]() -> Result<bool> {
-    GW_ASSIGN_OR_RETURN(size_t took, post_recvs(op, prev, {rreq.data(), k}));
+    GW_ASSIGN_OR_RETURN(size_t took, im.poster.recvs(op, prev, {rreq.data(), k}));
     return settle_burst(took, &k, units.data(), &op.next_recv, &op.inflight_recvs);
   };
-  while (op.next_recv < op.units && op.inflight_recvs < max_outstanding) {
+  while (op.next_recv < op.units && op.inflight_recvs < im.max_outstanding) {
     const UnitIo io = unit_io(op, op.next_recv);
     if (io.recv) {
       // A scratch slot is reused by unit u + depth once unit u is reduced.
       if (io.scratch && op.next_recv >= op.depth && !op.unit_done[op.next_recv - op.depth]) break;
       units[k] = op.next_recv;
-      rreq[k++] = recv_req(op, io.dst, io.len * op.es, op.unit_base + op.next_recv);
+      rreq[k++] = im.poster.recv_req(op, io.dst, io.len * op.es, op.unit_base + op.next_recv);
       ++op.inflight_recvs;
     }
     ++op.next_recv;
@@ -243,13 +240,13 @@ Status Communicator::Impl::ring_advance(Task& op) {
   return Status();
 }
 
-Status Communicator::Impl::ring_on_recv(Task& op, uint32_t unit, size_t len) {
+Status coll::ring::on_recv(Communicator::Impl& im, Task& op, uint32_t unit, size_t len) {
   unit -= op.unit_base;  // wraps to a huge value for a unit of another phase: rejected below
-  if (unit >= op.units) return Status(Code::kProtocolError, where(op) + ": unknown unit");
+  if (unit >= op.units) return Status(Code::kProtocolError, im.where(op) + ": unknown unit");
   const UnitIo io = unit_io(op, unit);
   if (len != io.len * op.es) {
     return Status(Code::kInvalidArgument,
-                  where(op) + ": rank " + std::to_string(ring_peer(op, op.ring_pos - 1)) +
+                  im.where(op) + ": rank " + std::to_string(ring_peer(op, op.ring_pos - 1)) +
                       " sent " + std::to_string(len) + " bytes for chunk " +
                       std::to_string(io.chunk) + " of step " + std::to_string(io.step) +
                       ", this rank expected " + std::to_string(io.len * op.es) +
@@ -259,7 +256,7 @@ Status Communicator::Impl::ring_on_recv(Task& op, uint32_t unit, size_t len) {
     const bool last = io.step + 1 == op.rs;
     uint8_t* dst = op.work + io.off * op.es;
     if (last && op.kind == Kind::kReduceScatter) {
-      const size_t block = op.count / static_cast<size_t>(n);
+      const size_t block = op.count / static_cast<size_t>(im.n);
       dst = op.out + (io.off - block * static_cast<size_t>(op.ring_pos)) * op.es;
     }
     const uint32_t div = last && op.rop == ReduceOp::kAvg ? op.avg_div : 0;

@@ -103,6 +103,81 @@ struct Agreement {
   }
 };
 
+// Shrink's steps: break the communicator, so the others learn to shrink too.
+void break_for_shrink(Communicator::Impl& im) {
+  im.faults.abort_if_requested();
+  if (im.broken.ok()) {  // the others may be inside a call: they learn to shrink too
+    im.faults.fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(im.rank) +
+                                                  " started a shrink (call shrink() to go on)")
+                           .with_rank(im.rank));
+  } else {
+    // Broken by a notice, this rank told nobody; a peer may still be waiting out its settle
+    // time on the same failure (coll_notice.h): tell it now, it votes sooner.
+    im.faults.tell_failure(im.broken);
+  }
+}
+
+// This rank's first vote: the excluded ranks and the culprit of the failure, if any.
+Agreement first_vote(Communicator::Impl& im, std::span<const int> exclude) {
+  Agreement ag{im.group.store(),
+               im.group.prefix() + "/shrink/" + std::to_string(im.comm_index) + "/",
+               im.n,
+               im.rank,
+               std::vector<char>(static_cast<size_t>(im.n), 0),
+               std::vector<char>(static_cast<size_t>(im.n), 0),
+               {},
+               false};
+  for (int r : exclude)
+    if (r >= 0 && r < im.n) ag.suspect[static_cast<size_t>(r)] = 1;
+  const Code bc = im.broken.code();
+  if ((bc == Code::kRemoteError || bc == Code::kTimeout) && im.broken.rank() >= 0 &&
+      im.broken.rank() < im.n && im.broken.rank() != im.rank)
+    ag.suspect[static_cast<size_t>(im.broken.rank())] = 1;
+  return ag;
+}
+
+// Vote until a decision is in the store (one rank writes it). @return the decision.
+Result<std::string> agree(Communicator::Impl& im, Agreement& ag, Clock::time_point t0, Nanos wait,
+                          const std::string& me) {
+  const std::string decision_key = ag.base + "decision";
+  const auto vote_end = t0 + wait;
+  std::string decision;
+  bool proposed = false;
+  auto next_full = Clock::now();
+  while (true) {
+    for (int p = 0; p < im.n; ++p)
+      if (p != im.rank && !im.group.endpoint(p).status().ok())
+        ag.suspect[static_cast<size_t>(p)] = 1;
+    GW_RETURN_IF_ERROR(ag.publish().with_context(me));
+    GW_ASSIGN_OR_RETURN(bool decided, im.group.store().check({&decision_key, 1}));
+    if (decided) {
+      GW_ASSIGN_OR_RETURN(decision, im.group.store().get(decision_key, Millis(1000)));
+      break;
+    }
+    if (!proposed) {
+      const bool full = Clock::now() >= next_full;
+      if (full) next_full = Clock::now() + kFullRead;
+      GW_ASSIGN_OR_RETURN(bool all, ag.read_votes(full));
+      if (all || Clock::now() >= vote_end) {
+        proposed = true;
+        GW_ASSIGN_OR_RETURN(int64_t ticket, im.group.store().add(ag.base + "ticket", 1));
+        if (ticket == 1) {
+          GW_RETURN_IF_ERROR(
+              im.group.store().set(decision_key, "+" + encode(ag.proposal())).with_context(me));
+        }
+        continue;
+      }
+    } else if (Clock::now() >= vote_end + kDecide) {
+      return Status(Code::kTimeout,
+                    me + ": no decision within " +
+                        std::to_string(std::chrono::duration_cast<Millis>(wait + kDecide).count()) +
+                        " ms (the rank that took it stopped?)");
+    }
+    (void)im.poll_once(kLook);  // endpoint failures and notices come in meanwhile
+  }
+  return decision;
+}
+
 }  // namespace
 
 Group& Communicator::group() { return impl_->group; }
@@ -124,67 +199,9 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   std::vector<int> gone;
   {
     auto d = im.drive();
-    im.abort_if_requested();
-    if (im.broken.ok()) {  // the others may be inside a call: they learn to shrink too
-      im.fail_all(Status(Code::kAborted, "coll: rank " + std::to_string(im.rank) +
-                                             " started a shrink (call shrink() to go on)")
-                      .with_rank(im.rank));
-    } else {
-      // Broken by a notice, this rank told nobody; a peer may still be waiting out its settle
-      // time on the same failure (coll_notice.h): tell it now, it votes sooner.
-      im.tell_failure(im.broken);
-    }
-    Agreement ag{im.group.store(),
-                 im.group.prefix() + "/shrink/" + std::to_string(im.comm_index) + "/",
-                 im.n,
-                 im.rank,
-                 std::vector<char>(static_cast<size_t>(im.n), 0),
-                 std::vector<char>(static_cast<size_t>(im.n), 0),
-                 {},
-                 false};
-    for (int r : exclude)
-      if (r >= 0 && r < im.n) ag.suspect[static_cast<size_t>(r)] = 1;
-    const Code bc = im.broken.code();
-    if ((bc == Code::kRemoteError || bc == Code::kTimeout) && im.broken.rank() >= 0 &&
-        im.broken.rank() < im.n && im.broken.rank() != im.rank)
-      ag.suspect[static_cast<size_t>(im.broken.rank())] = 1;
-    const std::string decision_key = ag.base + "decision";
-    const auto vote_end = t0 + wait;
-    std::string decision;
-    bool proposed = false;
-    auto next_full = Clock::now();
-    while (true) {
-      for (int p = 0; p < im.n; ++p)
-        if (p != im.rank && !im.group.endpoint(p).status().ok())
-          ag.suspect[static_cast<size_t>(p)] = 1;
-      GW_RETURN_IF_ERROR(ag.publish().with_context(me));
-      GW_ASSIGN_OR_RETURN(bool decided, im.group.store().check({&decision_key, 1}));
-      if (decided) {
-        GW_ASSIGN_OR_RETURN(decision, im.group.store().get(decision_key, Millis(1000)));
-        break;
-      }
-      if (!proposed) {
-        const bool full = Clock::now() >= next_full;
-        if (full) next_full = Clock::now() + kFullRead;
-        GW_ASSIGN_OR_RETURN(bool all, ag.read_votes(full));
-        if (all || Clock::now() >= vote_end) {
-          proposed = true;
-          GW_ASSIGN_OR_RETURN(int64_t ticket, im.group.store().add(ag.base + "ticket", 1));
-          if (ticket == 1) {
-            GW_RETURN_IF_ERROR(
-                im.group.store().set(decision_key, "+" + encode(ag.proposal())).with_context(me));
-          }
-          continue;
-        }
-      } else if (Clock::now() >= vote_end + kDecide) {
-        return Status(
-            Code::kTimeout,
-            me + ": no decision within " +
-                std::to_string(std::chrono::duration_cast<Millis>(wait + kDecide).count()) +
-                " ms (the rank that took it stopped?)");
-      }
-      (void)im.poll_once(kLook);  // endpoint failures and notices come in meanwhile
-    }
+    break_for_shrink(im);
+    Agreement ag = first_vote(im, exclude);
+    GW_ASSIGN_OR_RETURN(const std::string decision, agree(im, ag, t0, wait, me));
     const std::vector<int> keep = decode(decision.substr(decision.empty() ? 0 : 1), im.n);
     im.retire(me);
     if (std::find(keep.begin(), keep.end(), im.rank) == keep.end()) {
@@ -231,7 +248,7 @@ Result<std::unique_ptr<Communicator>> Communicator::grow(int added, const std::s
   std::unique_ptr<Group> ng;
   {
     auto d = im.drive();
-    im.abort_if_requested();
+    im.faults.abort_if_requested();
     if (!im.broken.ok()) {
       return Status(Code::kInvalidArgument, me + ": this communicator is broken (" +
                                                 im.broken.to_string() + "): shrink() it first");
@@ -244,7 +261,7 @@ Result<std::unique_ptr<Communicator>> Communicator::grow(int added, const std::s
     im.retire(me);
     // Not a failure: no notice, no flight dump; later calls get this error.
     im.broken = Status(Code::kAborted, me + ": grown; use the new communicator");
-    im.health_set_broken(im.broken);
+    im.health.set_broken(im.broken);
   }
   GW_ASSIGN_OR_RETURN(auto out, Communicator::create(*ng, im.opts, &im));
   out->impl_->owned = std::move(ng);

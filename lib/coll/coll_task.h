@@ -16,8 +16,7 @@
 
 namespace gw::coll {
 
-/// A grow-only, registered host buffer: nothing is allocated or registered again once it is
-/// big enough.
+/// A grow-only, registered host buffer: nothing is allocated or registered again once big enough.
 class RegBuf {
  public:
   Status ensure(Transport& t, size_t bytes);
@@ -123,8 +122,7 @@ struct Task {
   // Recursive doubling.
   std::array<RdStep, kMaxRdSteps> rd{};
   int rd_steps = 0, rd_cur = 0, rd_left = 0;
-
-  std::array<Desc, kMaxRdSteps> hdr_in{};
+  std::array<Desc, kMaxRdSteps> hdr_in{};  ///< descriptor headers received
 
   // Exchange engine: its steps (capacity reused), and the sends allowed in flight.
   std::vector<XPart> xparts;
@@ -147,6 +145,6 @@ inline uint64_t make_wr(uint32_t slot, uint32_t gen, bool is_send, uint32_t unit
 }
 
 struct Notice;
-struct Notices;
+struct Notices;  // coll_notice.h
 
 }  // namespace gw::coll

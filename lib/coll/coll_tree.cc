@@ -22,20 +22,20 @@ int subtree(int v, int n) { return std::min(v ? v & -v : n, n - v); }
 
 }  // namespace
 
-Result<bool> Communicator::Impl::tree_parts(Task& op, bool gather, size_t b) {
-  if (op.device || n < 3 || b == 0 || b > tree_max_bytes) return false;
-  const int root = op.root, v = (rank - root + n) % n;
-  const auto mine = static_cast<size_t>(subtree(v, n)), nb = static_cast<size_t>(n);
-  const auto head = static_cast<size_t>(n - root) * b;  // relative blocks before the wrap
-  GW_RETURN_IF_ERROR(op.scratch.ensure(group.transport(), mine * b));
+Result<bool> coll::tree::parts(Communicator::Impl& im, Task& op, bool gather, size_t b) {
+  if (op.device || im.n < 3 || b == 0 || b > im.tree_max_bytes) return false;
+  const int root = op.root, v = (im.rank - root + im.n) % im.n;
+  const auto mine = static_cast<size_t>(subtree(v, im.n)), nb = static_cast<size_t>(im.n);
+  const auto head = static_cast<size_t>(im.n - root) * b;  // relative blocks before the wrap
+  GW_RETURN_IF_ERROR(op.scratch.ensure(im.group.transport(), mine * b));
   uint8_t* tmp = op.scratch.data();
-  const int low = v ? v & -v : n;
-  auto abs = [&](int rel) { return (rel + root) % n; };
+  const int low = v ? v & -v : im.n;
+  auto abs = [&](int rel) { return (rel + root) % im.n; };
   op.xrelay = true;
   if (gather) {
     std::memcpy(tmp, op.in, b);
-    for (int m = 1; m < low && v + m < n; m <<= 1) {
-      const auto sub = static_cast<size_t>(subtree(v + m, n));
+    for (int m = 1; m < low && v + m < im.n; m <<= 1) {
+      const auto sub = static_cast<size_t>(subtree(v + m, im.n));
       op.xparts.push_back(XPart{-1, abs(v + m), nullptr, tmp + size_t(m) * b, 0, sub * b});
     }
     if (v) op.xparts.push_back(XPart{abs(v - low), -1, tmp, nullptr, mine * b, 0});
@@ -52,10 +52,10 @@ Result<bool> Communicator::Impl::tree_parts(Task& op, bool gather, size_t b) {
     if (op.out != op.in + size_t(root) * b) std::memcpy(op.out, op.in + size_t(root) * b, b);
   }
   int top = 1;
-  while (top * 2 < low && v + top * 2 < n) top *= 2;
+  while (top * 2 < low && v + top * 2 < im.n) top *= 2;
   for (int m = top; m >= 1; m >>= 1) {
-    if (v + m >= n || m >= low) continue;
-    const auto sub = static_cast<size_t>(subtree(v + m, n));
+    if (v + m >= im.n || m >= low) continue;
+    const auto sub = static_cast<size_t>(subtree(v + m, im.n));
     op.xparts.push_back(XPart{abs(v + m), -1, tmp + size_t(m) * b, nullptr, sub * b, 0});
   }
   return true;

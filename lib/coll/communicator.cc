@@ -38,7 +38,6 @@ GW_CONFIG_KEYS(coll,
                 "(log2 n rounds, every block relayed); 0: always direct, which was faster at 8 "
                 "ranks on 2 shared cores (a tree hop costs a relay's wake-up)"});
 
-constexpr size_t kMaxUserMrs = 64;
 constexpr const char* kSameCall =
     ": every rank must call the same collectives in the same order with the same count, dtype "
     "and op, and all with host or all with device buffers";
@@ -46,52 +45,13 @@ constexpr const char* kSameCall =
 using coll::Kind;
 using coll::Task;
 
-}  // namespace
-
-// ---- setup ---------------------------------------------------------------------------------
-
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() {
-  if (impl_) impl_->health.reset();  // no query of a communicator that is going
-  if (impl_ && impl_->background) {
-    impl_->background = false;
-    impl_->group.transport().stop_background();
-  }
-  std::optional<DriveScope> d;
-  if (impl_) d.emplace(impl_->group.transport().gate());
-  if (impl_ && !impl_->drained && impl_->transport_holds_requests()) {
-    impl_->shutdown();
-    coll::park_impl(std::move(impl_));
-  }
-}
-int Communicator::rank() const { return impl_->rank; }
-int Communicator::size() const { return impl_->n; }
-Status Communicator::status() const { return impl_->broken; }
-void Communicator::abort(std::string_view reason) { impl_->request_abort(reason); }
-Status Communicator::handle(std::span<const Completion> cs) {
-  auto d = impl_->drive();
-  impl_->abort_if_requested();
-  for (const Completion& c : cs) impl_->dispatch(c);
-  return impl_->broken;
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o) {
-  return create(group, o, nullptr);
-}
-
-Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o,
-                                                           Impl* prev) {
+// create()'s settings: each option as given, else its config key; checked.
+Status configure(Communicator::Impl& im, const CommOptions& o) {
   GW_ASSIGN_OR_RETURN(Config cfg, Config::global());
   auto pick = [&](int64_t given, const char* key, bool zero_is_default) -> Result<int64_t> {
     if (zero_is_default ? given > 0 : given >= 0) return given;
     return cfg.get_int(key);
   };
-  auto impl = std::make_unique<Impl>(group);
-  impl->opts = o;
-  impl->epoch = group.epoch();
-  impl->comm_index = group.next_comm();
-  impl->rank = group.rank();
-  impl->n = group.size();
   GW_ASSIGN_OR_RETURN(int64_t chunk, pick(o.chunk_bytes, "coll.chunk_bytes", true));
   GW_ASSIGN_OR_RETURN(int64_t depth, pick(o.pipeline_depth, "coll.pipeline_depth", true));
   GW_ASSIGN_OR_RETURN(int64_t rd_max, pick(o.rd_max_bytes, "coll.rd_max_bytes", false));
@@ -114,20 +74,94 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
                       std::to_string(chunk) + ", " + std::to_string(depth) + ", " +
                       std::to_string(rd_max) + ", " + std::to_string(tmo) + " ms");
   }
-  impl->chunk_bytes = static_cast<size_t>(chunk);
-  impl->depth = static_cast<uint32_t>(depth);
-  impl->rd_max_bytes = static_cast<size_t>(rd_max);
-  impl->timeout = Millis(tmo);
-  impl->check_args = check;
-  impl->device_host_max_bytes = static_cast<size_t>(std::clamp<int64_t>(dev_host, 0, 1 << 30));
-  impl->bruck_max_bytes = static_cast<size_t>(std::clamp<int64_t>(bruck, 0, 1 << 30));
-  impl->tree_max_bytes = static_cast<size_t>(std::clamp<int64_t>(tree, 0, 1 << 30));
-  const auto& props = group.transport().properties();
-  impl->needs_mr = props.requires_registration;
+  im.chunk_bytes = static_cast<size_t>(chunk);
+  im.depth = static_cast<uint32_t>(depth);
+  im.rd_max_bytes = static_cast<size_t>(rd_max);
+  im.timeout = Millis(tmo);
+  im.check_args = check;
+  im.device_host_max_bytes = static_cast<size_t>(std::clamp<int64_t>(dev_host, 0, 1 << 30));
+  im.bruck_max_bytes = static_cast<size_t>(std::clamp<int64_t>(bruck, 0, 1 << 30));
+  im.tree_max_bytes = static_cast<size_t>(std::clamp<int64_t>(tree, 0, 1 << 30));
+  const auto& props = im.group.transport().properties();
+  im.needs_mr = props.requires_registration;
   if (props.max_outstanding > 0)
-    impl->max_outstanding = static_cast<uint32_t>(std::min<size_t>(props.max_outstanding / 2, 64));
-  impl->max_outstanding = std::max<uint32_t>(impl->max_outstanding, 1);
-  impl->user_mrs.reserve(kMaxUserMrs);
+    im.max_outstanding = static_cast<uint32_t>(std::min<size_t>(props.max_outstanding / 2, 64));
+  im.max_outstanding = std::max<uint32_t>(im.max_outstanding, 1);
+  return Status();
+}
+
+// begin()'s fresh slot: every field a call sets or counts, back to its start (once per call).
+inline void reset(Task& op, Kind kind, DataType dt, ReduceOp rop, size_t count, Nanos timeout) {
+  op.active = true;
+  op.gen = (op.gen + 1) & 0xFFFFFF;
+  op.kind = kind;
+  op.dt = dt;
+  op.rop = rop;
+  op.es = dtype_size(dt);
+  op.count = count;
+  op.root = 0;
+  op.algo = Algo::kRing;
+  op.engine = coll::Engine::kNone;
+  op.done = false;
+  op.status = Status();
+  op.started = Clock::now();  // the deadline's and the flight record's one clock read
+  op.deadline = Deadline(op.started, timeout);
+  op.in = nullptr;
+  op.work = op.out = nullptr;
+  op.bucket.clear();
+  op.source = nullptr;
+  op.received = nullptr;
+  op.device = false;
+  op.dev_out = nullptr;
+  op.units = op.sends_total = op.recvs_total = 0;
+  op.next_send = op.next_recv = op.sends_done = op.recvs_done = 0;
+  op.inflight_sends = op.inflight_recvs = op.hdr_pending = op.nheld = 0;
+  op.rd_steps = op.rd_cur = op.rd_left = 0;
+}
+
+}  // namespace
+
+// ---- setup ---------------------------------------------------------------------------------
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() {
+  if (impl_) impl_->health.server.reset();  // no query of a communicator that is going
+  if (impl_ && impl_->background) {
+    impl_->background = false;
+    impl_->group.transport().stop_background();
+  }
+  std::optional<DriveScope> d;
+  if (impl_) d.emplace(impl_->group.transport().gate());
+  if (impl_ && !impl_->drained && impl_->transport_holds_requests()) {
+    impl_->shutdown();
+    coll::park_impl(std::move(impl_));
+  }
+}
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->n; }
+Status Communicator::status() const { return impl_->broken; }
+void Communicator::abort(std::string_view reason) { impl_->faults.request_abort(reason); }
+Status Communicator::handle(std::span<const Completion> cs) {
+  auto d = impl_->drive();
+  impl_->faults.abort_if_requested();
+  for (const Completion& c : cs) impl_->dispatch(c);
+  return impl_->broken;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o) {
+  return create(group, o, nullptr);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const CommOptions& o,
+                                                           Impl* prev) {
+  auto impl = std::make_unique<Impl>(group);
+  impl->opts = o;
+  impl->epoch = group.epoch();
+  impl->comm_index = group.next_comm();
+  impl->rank = group.rank();
+  impl->n = group.size();
+  GW_RETURN_IF_ERROR(configure(*impl, o));
+  impl->user_mrs.reserve(coll::Poster::kMaxUserMrs);
   impl->hier_init();
   {
     // After a shrink or grow the transport's progress thread runs already: hold it off while
@@ -137,8 +171,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
     group.transport().accept_tags(coll::kEpochMask, coll::make_tag(0xC0, impl->epoch, 0, 0));
     GW_RETURN_IF_ERROR(coll::notices_init(*impl));
   }
-  GW_RETURN_IF_ERROR(impl->flight_init(o.flight_records, o.flight_dir, prev));
-  GW_RETURN_IF_ERROR(impl->health_init(prev));
+  GW_RETURN_IF_ERROR(impl->flight.init(o.flight_records, o.flight_dir, prev));
+  GW_RETURN_IF_ERROR(impl->health.init(prev));
   for (size_t s = 0; prev && s < impl->ops.size(); ++s)  // a late completion never matches
     impl->ops[s].gen = (prev->ops[s].gen + 1) & 0xFFFFFF;
   // Peers are served while this rank computes between calls (transport.progress).
@@ -148,7 +182,8 @@ Result<std::unique_ptr<Communicator>> Communicator::create(Group& group, const C
   log::get("gw.coll")->debug(
       "coll: rank {}/{} over {}: chunk {} B, depth {}, rd <= {} B, "
       "kernels {}",
-      impl->rank, impl->n, props.name, chunk, depth, rd_max, coll::reduce_target_name());
+      impl->rank, impl->n, group.transport().properties().name, impl->chunk_bytes, impl->depth,
+      impl->rd_max_bytes, coll::reduce_target_name());
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -164,10 +199,10 @@ std::string coll::where(const Desc& mine, int rank, int n) {
 
 Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, size_t count,
                                         const CallOptions& call) {
-  abort_if_requested();
-  flight_poll();
+  faults.abort_if_requested();
+  flight.poll();
   if (!broken.ok()) {
-    flight_refused(kind, dt, rop, count);
+    flight.refused(kind, dt, rop, count);
     return Status(broken.code(),
                   "coll: communicator unusable after an earlier error (shrink() it to go "
                   "on without the failed ranks, or destroy it and its Group): " +
@@ -188,34 +223,10 @@ Result<Task*> Communicator::Impl::begin(Kind kind, DataType dt, ReduceOp rop, si
                                                 " collectives already in flight; wait on "
                                                 "some before starting more");
   }
-  op->active = true;
-  op->gen = (op->gen + 1) & 0xFFFFFF;
+  reset(*op, kind, dt, rop, count, call.timeout.count() > 0 ? call.timeout : timeout);
   // Point-to-point calls involve two ranks: they must not shift the collectives' numbering.
   op->seq = kind == Kind::kSend || kind == Kind::kRecv ? 0 : ++seq;
-  op->kind = kind;
-  op->dt = dt;
-  op->rop = rop;
-  op->es = dtype_size(dt);
-  op->count = count;
-  op->root = 0;
-  op->algo = Algo::kRing;
-  op->engine = coll::Engine::kNone;
-  op->done = false;
-  op->status = Status();
-  op->started = Clock::now();  // the deadline's and the flight record's one clock read
-  op->deadline = Deadline(op->started, call.timeout.count() > 0 ? call.timeout : timeout);
-  op->in = nullptr;
-  op->work = op->out = nullptr;
-  op->bucket.clear();
-  op->source = nullptr;
-  op->received = nullptr;
   coll::release_stage(*this, *op);  // a failed host-staged call's pinned slot
-  op->device = false;
-  op->dev_out = nullptr;
-  op->units = op->sends_total = op->recvs_total = 0;
-  op->next_send = op->next_recv = op->sends_done = op->recvs_done = 0;
-  op->inflight_sends = op->inflight_recvs = op->hdr_pending = op->nheld = 0;
-  op->rd_steps = op->rd_cur = op->rd_left = 0;
   if (kind == Kind::kAllreduce) {
     op->algo = call.algo == Algo::kAuto ? auto_algo(count * op->es) : call.algo;
   }
@@ -248,88 +259,40 @@ Status Communicator::Impl::finish_now(Task& op) {
 
 Result<CollHandle> Communicator::Impl::launch(Task& op) {
   CollHandle h{static_cast<uint32_t>(slot_of(op)), op.gen};
-  flight_start(op);
+  flight.start(op);
   Status st;
   if (op.engine == coll::Engine::kXchg) {  // set by the caller: alltoall(v), gather, scatter
-    st = xchg_setup(op);
+    st = coll::xchg::setup(*this, op);
   } else if (op.engine == coll::Engine::kBruck) {
-    st = bruck_setup(op);
+    st = coll::bruck::setup(*this, op);
   } else if (n == 1) {
     st = finish_now(op);
   } else if (op.kind == Kind::kBarrier ||
              (op.kind == Kind::kAllreduce && op.algo == Algo::kRecursiveDoubling)) {
-    st = rd_setup(op);
+    st = coll::rd::setup(*this, op);
   } else if (op.kind == Kind::kAllreduce && op.algo == Algo::kHierarchical) {
-    st = hier_setup(op);
+    st = coll::hier::setup(*this, op);
   } else {
-    st = ring_setup(op);
+    st = coll::ring::setup(*this, op);
   }
   if (st.ok() && !op.done) st = advance(op);
   if (!st.ok()) {
-    fail(op, st);
+    faults.fail(op, st);
     op.active = false;
     return op.status;
   }
   return h;
 }
 
-// ---- posting -------------------------------------------------------------------------------
-
-const MemoryRegion* Communicator::Impl::mr_for(const Task& op, const void* p, size_t len) {
-  if (!needs_mr) return nullptr;
-  for (const coll::RegBuf* b : {&op.scratch, &op.workbuf, &op.fusion}) {
-    if (b->contains(p, len)) return b->mr();
-  }
-  if (dev_stage && dev_stage_mr.contains(p, len)) return &dev_stage_mr;
-  for (auto& [key, mr] : user_mrs) {
-    if (mr.contains(p, len)) return &mr;
-  }
-  if (user_mrs.size() == kMaxUserMrs) {
-    bool busy = std::any_of(ops.begin(), ops.end(), [&](auto& o) { return o.active && &o != &op; });
-    if (busy) return nullptr;  // the driver rejects the request; reported with its reason
-    user_mrs.clear();
-  }
-  auto mr = group.transport().register_memory(const_cast<void*>(p), len,
-                                              op.device ? MemKind::kCudaDevice : MemKind::kHost);
-  if (!mr.ok()) return nullptr;
-  user_mrs.emplace_back(std::make_pair(p, len), std::move(*mr));
-  return &user_mrs.back().second;
-}
-
-Status Communicator::Impl::post_headers(Task& op, std::span<const int> to,
-                                        std::span<const int> from, bool hold) {
-  if (!check_args) return Status();
-  // to[i] / from[i] is the peer of header unit i (-1: none); both sides number them alike.
-  for (size_t i = 0; i < to.size(); ++i) {
-    if (to[i] < 0) continue;
-    if (hold && op.nheld < op.held.size()) {  // sent by the engine (coll_xchg.cc)
-      op.held[op.nheld++] = {to[i], coll::kHdrUnit + static_cast<uint32_t>(i)};
-      continue;
-    }
-    GW_ASSIGN_OR_RETURN(bool took, send(op, to[i], &op.desc, sizeof(op.desc),
-                                        coll::kHdrUnit + static_cast<uint32_t>(i)));
-    if (!took) return Status(Code::kResourceExhausted, where(op) + ": send queue full");
-    ++op.hdr_pending;
-  }
-  for (size_t i = 0; i < from.size(); ++i) {
-    if (from[i] < 0) continue;
-    GW_ASSIGN_OR_RETURN(bool took, recv(op, from[i], &op.hdr_in[i], sizeof(coll::Desc),
-                                        coll::kHdrUnit + static_cast<uint32_t>(i)));
-    if (!took) return Status(Code::kResourceExhausted, where(op) + ": receive queue full");
-    ++op.hdr_pending;
-  }
-  return Status();
-}
-
 // ---- progress and errors -------------------------------------------------------------------
 
 Status Communicator::Impl::advance(Task& op) {
   if (op.done || op.engine == coll::Engine::kP2p) return Status();
-  Status st = op.engine == coll::Engine::kRd      ? rd_advance(op)
-              : op.engine == coll::Engine::kHier  ? hier_advance(op)
-              : op.engine == coll::Engine::kXchg  ? xchg_advance(op)
-              : op.engine == coll::Engine::kBruck ? bruck_advance(op)
-                                                  : ring_advance(op);
+  Status st = op.engine == coll::Engine::kRd      ? coll::rd::advance(*this, op)
+              : op.engine == coll::Engine::kHier  ? coll::hier::advance(*this, op)
+              : op.engine == coll::Engine::kXchg  ? coll::xchg::advance(*this, op)
+              : op.engine == coll::Engine::kBruck ? coll::bruck::advance(*this, op)
+                                                  : coll::ring::advance(*this, op);
   if (!st.ok()) return st;
   maybe_complete(op);
   return Status();
@@ -346,15 +309,15 @@ void Communicator::Impl::maybe_complete(Task& op) {
     if (op.engine == coll::Engine::kHier && op.phase < 3) return;
     op.done = true;
   }
-  if (!op.status.ok()) return flight_end(op, op.status);
+  if (!op.status.ok()) return flight.end(op, op.status);
   if (op.dev_out || op.stage_slot >= 0) {  // host-staged device call: results to the device
     if (Status st = coll::device_complete(*this, op); !st.ok()) {
       op.status = st;
-      fail_all(st);
+      faults.fail_all(st);
     }
-    return flight_end(op, op.status);
+    return flight.end(op, op.status);
   }
-  flight_end(op, op.status);
+  flight.end(op, op.status);
   // Fused bucket: hand every tensor its part of the reduced buffer.
   size_t off = 0;
   for (auto& t : op.bucket) {
@@ -364,10 +327,53 @@ void Communicator::Impl::maybe_complete(Task& op) {
   op.bucket.clear();
 }
 
-void Communicator::Impl::fail(Task& op, Status st) {
+void coll::Faults::fail(Task& op, Status st) {
   (void)op;
   fail_all(st);
 }
+
+namespace {
+
+// A completion with an error (cold: only here is an error's text built).
+void completion_failed(Communicator::Impl& im, Task& op, const Completion& c, bool is_send,
+                       uint32_t unit) {
+  auto peer = [&c] { return "rank " + std::to_string(c.peer_id); };
+  if (op.engine == coll::Engine::kP2p && !is_send && c.code == Code::kInvalidArgument) {
+    // The transport dropped the too-long message and the endpoint carries on (gw_transport.h):
+    // only this receive fails, not the communicator.
+    op.status = Status(Code::kInvalidArgument, im.where(op) + ": " + peer() + " sent a " +
+                                                   std::to_string(c.len) +
+                                                   "-byte message, longer than the receive buffer");
+    op.done = true;
+    im.flight.end(op, op.status);
+    return;
+  }
+  if (!is_send && c.code == Code::kInvalidArgument) {
+    std::string theirs;
+    if (op.engine == coll::Engine::kRd && c.len > coll::kRdHdr) {
+      theirs = " (count=" + std::to_string((c.len - coll::kRdHdr) / op.es) + " if its dtype is " +
+               dtype_name(op.dt) + ")";
+    } else if (unit >= coll::kHdrUnit) {
+      theirs =
+          " where this rank expected its call descriptor (it ran recursive doubling: "
+          "another size, or host buffers where this rank has device buffers)";
+    }
+    im.faults.fail(
+        op,
+        Status(Code::kInvalidArgument,
+               im.where(op) + ": " + peer() + " sent a " + std::to_string(c.len) + "-byte message" +
+                   theirs + " but this rank called " + coll::describe(op.desc) +
+                   ", which expects fewer bytes: every rank must call the same "
+                   "collectives in the same order with the same count, dtype and op"));
+  } else {
+    std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
+    im.faults.peer_failed(
+        Status(Code::kRemoteError, im.where(op) + ": " + peer() + " failed: " + why)
+            .with_rank(static_cast<int>(c.peer_id)));
+  }
+}
+
+}  // namespace
 
 void Communicator::Impl::dispatch(const Completion& c) {
   if (coll::notices_on_completion(*this, c)) return;
@@ -383,43 +389,8 @@ void Communicator::Impl::dispatch(const Completion& c) {
   if (!op.active || op.done || op.gen != ((c.wr_id >> 32) & 0xFFFFFF)) return;  // stale
   const bool is_send = (c.wr_id >> 31) & 1;
   const uint32_t unit = static_cast<uint32_t>(c.wr_id & 0x7FFFFFFF);
-  // Error messages only: no allocation on the hot path.
-  auto peer = [&c] { return "rank " + std::to_string(c.peer_id); };
   if (op.engine == coll::Engine::kP2p && !is_send && op.received) *op.received = c.len;
-  if (op.engine == coll::Engine::kP2p && !is_send && c.code == Code::kInvalidArgument) {
-    // The transport dropped the too-long message and the endpoint carries on (gw_transport.h):
-    // only this receive fails, not the communicator.
-    op.status = Status(Code::kInvalidArgument, where(op) + ": " + peer() + " sent a " +
-                                                   std::to_string(c.len) +
-                                                   "-byte message, longer than the receive buffer");
-    op.done = true;
-    flight_end(op, op.status);
-    return;
-  }
-  if (c.code != Code::kOk) {
-    if (!is_send && c.code == Code::kInvalidArgument) {
-      std::string theirs;
-      if (op.engine == coll::Engine::kRd && c.len > coll::kRdHdr) {
-        theirs = " (count=" + std::to_string((c.len - coll::kRdHdr) / op.es) + " if its dtype is " +
-                 dtype_name(op.dt) + ")";
-      } else if (unit >= coll::kHdrUnit) {
-        theirs =
-            " where this rank expected its call descriptor (it ran recursive doubling: "
-            "another size, or host buffers where this rank has device buffers)";
-      }
-      fail(op,
-           Status(Code::kInvalidArgument,
-                  where(op) + ": " + peer() + " sent a " + std::to_string(c.len) + "-byte message" +
-                      theirs + " but this rank called " + coll::describe(op.desc) +
-                      ", which expects fewer bytes: every rank must call the same "
-                      "collectives in the same order with the same count, dtype and op"));
-    } else {
-      std::string why = c.ep ? c.ep->status().to_string() : std::string(code_name(c.code));
-      peer_failed(Status(Code::kRemoteError, where(op) + ": " + peer() + " failed: " + why)
-                      .with_rank(static_cast<int>(c.peer_id)));
-    }
-    return;
-  }
+  if (c.code != Code::kOk) return completion_failed(*this, op, c, is_send, unit);
   if (op.engine == coll::Engine::kP2p) {
     ++(is_send ? op.sends_done : op.recvs_done);
     if (!is_send && op.source) *op.source = static_cast<int>(c.peer_id);
@@ -430,32 +401,28 @@ void Communicator::Impl::dispatch(const Completion& c) {
   if (unit >= coll::kHdrUnit) {
     --op.hdr_pending;
     if (!is_send)
-      st = check_desc(op, static_cast<int>(c.peer_id), &op.hdr_in[unit - coll::kHdrUnit], c.len);
+      st = poster.check_desc(op, static_cast<int>(c.peer_id), &op.hdr_in[unit - coll::kHdrUnit],
+                             c.len);
   } else if (is_send) {
     --op.inflight_sends;
     ++op.sends_done;
-    if (op.engine == coll::Engine::kRd) st = rd_on_send(op, unit);
+    if (op.engine == coll::Engine::kRd) st = coll::rd::on_send(*this, op, unit);
   } else {
     --op.inflight_recvs;
     const int from = static_cast<int>(c.peer_id);
-    st = op.engine == coll::Engine::kRd      ? rd_on_recv(op, unit, c.len, from)
-         : op.engine == coll::Engine::kXchg  ? xchg_on_recv(op, unit, c.len, from)
-         : op.engine == coll::Engine::kBruck ? bruck_on_recv(op, unit, c.len, from)
-                                             : ring_on_recv(op, unit, c.len);
+    st = op.engine == coll::Engine::kRd      ? coll::rd::on_recv(*this, op, unit, c.len, from)
+         : op.engine == coll::Engine::kXchg  ? coll::xchg::on_recv(*this, op, unit, c.len, from)
+         : op.engine == coll::Engine::kBruck ? coll::bruck::on_recv(*this, op, unit, c.len, from)
+                                             : coll::ring::on_recv(*this, op, unit, c.len);
   }
   if (st.ok()) st = advance(op);
-  if (!st.ok()) fail(op, st);
-}
-
-Status Communicator::Impl::check_desc(const Task& op, int peer, const coll::Desc* d,
-                                      size_t len) const {
-  return coll::check_desc(op.desc, rank, n, peer, d, len);
+  if (!st.ok()) faults.fail(op, st);
 }
 
 Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc* d, size_t len) {
   const bool whole = len >= sizeof(Desc) && d->magic == mine.magic;
   if (whole && *d == mine) return Status();
-  if (whole && d->relayed && len >= 2 * sizeof(Desc)) {  // see rd_relay()
+  if (whole && d->relayed && len >= 2 * sizeof(Desc)) {  // see rd::relay()
     return Status(Code::kInvalidArgument,
                   where(mine, rank, n) + ": rank " + std::to_string(d->origin) +
                       " found that rank " + std::to_string(d[1].origin) + " called " +
@@ -470,18 +437,18 @@ Status coll::check_desc(const Desc& mine, int rank, int n, int peer, const Desc*
 }
 
 Status Communicator::Impl::poll_once(Nanos wait) {
-  if (abort_if_requested()) return broken;  // no sleep after it: the caller's op is failed
-  flight_poll();
+  if (faults.abort_if_requested()) return broken;  // no sleep after it: the caller's op is failed
+  flight.poll();
   auto& cq = group.transport().cq();
   auto r = wait.count() > 0 ? cq.wait(comps, wait) : cq.poll(comps);
   if (!r.ok() && r.status().code() != Code::kTimeout) {
-    fail_all(r.status().with_context("coll: transport failed"));
+    faults.fail_all(r.status().with_context("coll: transport failed"));
     return broken;
   }
-  if (r.ok()) flight_heard({comps.data(), *r});
+  if (r.ok()) flight.heard({comps.data(), *r});
   for (size_t i = 0; r.ok() && i < *r; ++i) dispatch(comps[i]);
-  check_deadlines();
-  health_poll(!r.ok() || *r == 0);
+  faults.check_deadlines();
+  health.poll(!r.ok() || *r == 0);
   return Status();
 }
 
