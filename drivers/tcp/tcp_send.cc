@@ -71,7 +71,7 @@ void TcpEndpoint::flush(Stream& s) {
         if (links() && (link_error(errno) || fresh(s)))
           return lose(s, "a send failed: " + errno_text(errno));
         // The peer closed another stream in order: it is leaving, and this one went with it.
-        if (links() && peer_closing_ && (errno == EPIPE || errno == ECONNRESET))
+        if (links() && lk_.peer_closing && (errno == EPIPE || errno == ECONNRESET))
           return links_eof(s, true);
         fail(stream_error(s, "failed a send", errno));
       }
