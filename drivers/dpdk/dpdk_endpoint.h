@@ -115,6 +115,8 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   using TxPkt = ep_state::TxPkt;
   using RxSlot = ep_state::RxSlot;
   bool transmit(uint32_t seq);
+  bool append_batch(const TxPkt& p, rte_mbuf* m);
+  bool attach_payload(const TxPkt& p, rte_mbuf* m);
   /// The link for (re)sending packet p, its accounting moved there.
   uint8_t route(ep_state::TxPkt& p);
   void acked_on_link(ep_state::TxPkt& p) {
@@ -133,6 +135,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   void place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off);
   void copy_in(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off);
   bool consume_batch(RxSlot& s);
+  bool take_data(RxSlot& s);
   int pump_batch();
   void finish_msg(int m);
   bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) override;

@@ -118,6 +118,8 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   Status init_state();
   void rx_burst();
   void handle_frame(rte_mbuf* m, uint8_t link = 0);
+  uint64_t* check_outer(rte_mbuf* m, uint8_t link, uint32_t* udp_len);
+  void dispatch(DpdkEndpoint* ep, const WireHdr& h, rte_mbuf* m, uint8_t link);
   // dpdk.ifaces (dpdk_links.cc): the ports after the first, named <kind><k><args>;iface=...
   Status open_links(const PortOptions& po, const std::string& kind, const std::string& args,
                     const std::vector<std::string>& ifaces);

@@ -6,6 +6,9 @@
 /// Thread-safety: none; owned by the caller, driven by its TcpTransport.
 #pragma once
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <cerrno>
 #include <memory>
 #include <set>
@@ -112,6 +115,14 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// The chunk being read is dropped (the stream was cut): its payload is skipped.
   void discard_chunk(Stream& s);
   bool read_some(Stream& s, uint8_t* dst, size_t n, size_t* got);
+  // flush()'s steps (tcp_send.cc).
+  bool send_tls(Stream& s, const iovec* iov, int niov, ssize_t* w);
+  void send_failed(Stream& s);
+  void sent_bytes(Stream& s, size_t w, size_t asked);
+  // read()'s steps (tcp_recv.cc). @return false: stop reading the stream for now.
+  bool take_header(Stream& s);
+  bool read_header(Stream& s, size_t have, int* reads);
+  bool read_payload(Stream& s, size_t have, int* reads);
   Status stream_error(const Stream& s, const char* what, int err) const;
   /// One stream's socket into the transport's epoll set, or out of it.
   Status set_watched(Stream& s, bool on);

@@ -107,6 +107,7 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
   /// Streams that join a connected endpoint (kHelloJoin) go to it (tcp_links.cc).
   void take_joins();
   Status wait_events(int timeout_ms);
+  void serve_streams();
   /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (tcp_liveness.cc).
   void liveness();
   Result<std::vector<Parked>> take_parked(uint64_t key);
