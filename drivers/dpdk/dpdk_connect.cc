@@ -22,6 +22,34 @@ namespace gw::drv::dpdk {
 Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
                                                          Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
+  GW_ASSIGN_OR_RETURN(const PeerAddr peer, peer_of(p, who));
+  char ipbuf[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);
+  std::string remote = std::string(ipbuf) + ":" + std::to_string(ntohs(peer.port));
+  if (free_conns_.empty()) {
+    return Status(Code::kResourceExhausted,
+                  "dpdk: all dpdk.max_endpoints = " + std::to_string(opts_.max_endpoints) +
+                      " connections in use; cannot connect to " + who);
+  }
+  now_ = now_ns();
+  if (p.active) {
+    prefault_shared(deadline);
+    auto ep = new_endpoint(p, peer, remote);
+    ep->start_active(p.key, deadline);
+    flush_tx();
+    return std::unique_ptr<Endpoint>(std::move(ep));
+  }
+  GW_ASSIGN_OR_RETURN(const ParkedSyn syn, await_syn(p, who, remote, deadline));
+  prefault_shared(deadline);
+  auto ep = new_endpoint(p, peer, remote);
+  ep->start_passive(p.key, syn);
+  GW_RETURN_IF_ERROR(ep->await_proof(deadline));
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+// The peer's Address as a PeerAddr. @return InvalidArgument (another driver or version, or a
+// ring bus on one side only).
+Result<PeerAddr> DpdkTransport::peer_of(const ConnectParams& p, const std::string& who) {
   AddrPayload a;
   if (p.remote.driver() != "dpdk" || p.remote.version() != kAddrVersion ||
       !decode_addr(p.remote.payload().data(), p.remote.payload().size(), &a)) {
@@ -50,34 +78,27 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
     }
     peer.txq = a.ring;
   }
-  char ipbuf[INET_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET, &peer.ip, ipbuf, sizeof ipbuf);
-  std::string remote = std::string(ipbuf) + ":" + std::to_string(ntohs(peer.port));
-  if (free_conns_.empty()) {
-    return Status(Code::kResourceExhausted,
-                  "dpdk: all dpdk.max_endpoints = " + std::to_string(opts_.max_endpoints) +
-                      " connections in use; cannot connect to " + who);
-  }
-  now_ = now_ns();
-  auto make = [&] {
-    int idx = free_conns_.back();
-    free_conns_.pop_back();
-    ConnSlot& cs = conns_[static_cast<size_t>(idx)];
-    cs.gen = static_cast<uint16_t>(cs.gen + 1 == 0 ? 1 : cs.gen + 1);
-    uint32_t conn = static_cast<uint32_t>(idx) | (uint32_t{cs.gen} << 16);
-    auto ep = std::make_unique<DpdkEndpoint>(this, p, conn, peer, remote);
-    cs.ep = ep.get();
-    eps_.push_back(ep.get());
-    return ep;
-  };
-  if (p.active) {
-    prefault_shared(deadline);
-    auto ep = make();
-    ep->start_active(p.key, deadline);
-    flush_tx();
-    return std::unique_ptr<Endpoint>(std::move(ep));
-  }
-  // The peer dials us: progress until its SYN (with our key) is here.
+  return peer;
+}
+
+// A free connection slot (the caller checked there is one), its generation bumped.
+std::unique_ptr<DpdkEndpoint> DpdkTransport::new_endpoint(const ConnectParams& p,
+                                                          const PeerAddr& peer,
+                                                          const std::string& remote) {
+  int idx = free_conns_.back();
+  free_conns_.pop_back();
+  ConnSlot& cs = conns_[static_cast<size_t>(idx)];
+  cs.gen = static_cast<uint16_t>(cs.gen + 1 == 0 ? 1 : cs.gen + 1);
+  uint32_t conn = static_cast<uint32_t>(idx) | (uint32_t{cs.gen} << 16);
+  auto ep = std::make_unique<DpdkEndpoint>(this, p, conn, peer, remote);
+  cs.ep = ep.get();
+  eps_.push_back(ep.get());
+  return ep;
+}
+
+// The peer dials us: progress until its SYN (with our key) is here.
+Result<ParkedSyn> DpdkTransport::await_syn(const ConnectParams& p, const std::string& who,
+                                           const std::string& remote, Deadline deadline) {
   Completion none[1];
   Nanos backoff(1000);
   for (;;) {
@@ -85,11 +106,7 @@ Result<std::unique_ptr<Endpoint>> DpdkTransport::connect(const ConnectParams& p,
     if (it != parked_.end()) {
       ParkedSyn syn = it->second;
       parked_.erase(it);
-      prefault_shared(deadline);
-      auto ep = make();
-      ep->start_passive(p.key, syn);
-      GW_RETURN_IF_ERROR(ep->await_proof(deadline));
-      return std::unique_ptr<Endpoint>(std::move(ep));
+      return syn;
     }
     if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
     if (deadline.expired()) {
@@ -138,8 +155,8 @@ void DpdkEndpoint::start_active(uint64_t key, Deadline deadline) {
   syn_interval_ = 1'000'000;
   next_syn_ = t_->now() + syn_interval_;
   // The connection key is the hello the MACs bind: a proof fits one connection only.
-  auth_cli_ = std::make_unique<auth::Client>(t_->key_, "dpdk", &key_, sizeof key_, peer_name_);
-  set_auth_out(auth_cli_->hello(), kSynHello);
+  auth_.cli = std::make_unique<auth::Client>(t_->key_, "dpdk", &key_, sizeof key_, peer_name_);
+  set_auth_out(auth_.cli->hello(), kSynHello);
   send_control(PktType::kSyn);
 }
 
@@ -147,32 +164,32 @@ void DpdkEndpoint::start_passive(uint64_t key, const ParkedSyn& syn) {
   key_ = key;
   remote_conn_ = syn.src_conn;
   connected(syn.wnd);
-  auth_srv_ = std::make_unique<auth::Server>(t_->key_, "dpdk",
+  auth_.srv = std::make_unique<auth::Server>(t_->key_, "dpdk",
                                              reinterpret_cast<const uint8_t*>(&key_), sizeof key_);
   uint8_t out[kSynAckHello];
-  const auto next = auth_srv_->on_hello(syn.hello, out);
+  const auto next = auth_.srv->on_hello(syn.hello, out);
   set_auth_out(out, sizeof out);
   send_control(PktType::kSynAck);
-  authed_ = next == auth::Server::Next::kAccept;
-  if (!authed_) t_->conns_[conn_ & 0xffff].ep = nullptr;  // deaf to the peer until its proof
+  auth_.authed = next == auth::Server::Next::kAccept;
+  if (!auth_.authed) t_->conns_[conn_ & 0xffff].ep = nullptr;  // deaf to the peer until its proof
   if (next == auth::Server::Next::kRefuse) {
     connected_ = false;  // no FIN: the peer was never in
-    auth_error_ = Status(Code::kUnavailable,
-                         "dpdk: refused " + peer_name_ + " (" + remote_ + "): " + auth_srv_->why());
+    auth_.error = Status(Code::kUnavailable,
+                         "dpdk: refused " + peer_name_ + " (" + remote_ + "): " + auth_.srv->why());
   }
 }
 
 void DpdkEndpoint::on_proof(const uint8_t* p) {
-  if (!auth_srv_ || !auth_error_.ok()) return;
-  if (!authed_) {
+  if (!auth_.srv || !auth_.error.ok()) return;
+  if (!auth_.authed) {
     uint8_t out[kSynAckVerdict];
-    const auto next = auth_srv_->on_proof(p, out);
+    const auto next = auth_.srv->on_proof(p, out);
     set_auth_out(out, sizeof out);
     if (next == auth::Server::Next::kRefuse) {
-      auth_error_ = Status(Code::kUnavailable, "dpdk: refused " + peer_name_ + " (" + remote_ +
-                                                   "): " + auth_srv_->why());
+      auth_.error = Status(Code::kUnavailable, "dpdk: refused " + peer_name_ + " (" + remote_ +
+                                                   "): " + auth_.srv->why());
     } else {
-      authed_ = true;
+      auth_.authed = true;
       t_->conns_[conn_ & 0xffff].ep = this;
     }
   }
@@ -184,8 +201,8 @@ Status DpdkEndpoint::await_proof(Deadline deadline) {
   Nanos backoff(1000);
   for (;;) {
     t_->flush_tx();
-    if (!auth_error_.ok()) return auth_error_;
-    if (authed_) return Status();
+    if (!auth_.error.ok()) return auth_.error;
+    if (auth_.authed) return Status();
     if (deadline.expired()) {
       return Status(Code::kTimeout, "dpdk: " + peer_name_ + " (" + remote_ +
                                         ") did not prove the job's key in time");
@@ -199,20 +216,20 @@ Status DpdkEndpoint::await_proof(Deadline deadline) {
 void DpdkEndpoint::on_synack(const WireHdr& h, const uint8_t* p) {
   if (!active_ || connected_ || failed()) return;
   if (h.seg_len == kSynAckVerdict) {
-    if (!proof_sent_) return;
-    if (Status st = auth_cli_->on_verdict(p); !st.ok()) return fail(st);
-    return connected(synack_wnd_);
+    if (!auth_.proof_sent) return;
+    if (Status st = auth_.cli->on_verdict(p); !st.ok()) return fail(st);
+    return connected(auth_.synack_wnd);
   }
-  if (proof_sent_) return;  // a repeated SYN-ACK: the proof is on its way again
+  if (auth_.proof_sent) return;  // a repeated SYN-ACK: the proof is on its way again
   remote_conn_ = h.src_conn;
   uint8_t proof[kSynProof];
   bool send_proof = false;
-  Status st = auth_cli_->on_server_hello(p, proof, &send_proof);
+  Status st = auth_.cli->on_server_hello(p, proof, &send_proof);
   if (send_proof) {  // SYNs carry it from now on, until the verdict comes
     set_auth_out(proof, sizeof proof);
     send_control(PktType::kSyn);
-    proof_sent_ = true;
-    synack_wnd_ = h.wnd;
+    auth_.proof_sent = true;
+    auth_.synack_wnd = h.wnd;
   }
   if (!st.ok()) return fail(st);
   if (!send_proof) connected(h.wnd);
@@ -226,8 +243,8 @@ void DpdkEndpoint::connected(uint32_t wnd) {
 }
 
 void DpdkEndpoint::set_auth_out(const uint8_t* p, size_t n) {
-  std::memcpy(auth_out_, p, n);
-  auth_len_ = static_cast<uint16_t>(n);
+  std::memcpy(auth_.out, p, n);
+  auth_.len = static_cast<uint16_t>(n);
 }
 
 }  // namespace gw::drv::dpdk

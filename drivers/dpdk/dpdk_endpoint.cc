@@ -61,9 +61,9 @@ void DpdkEndpoint::send_control(PktType type, int link) {
   if (type == PktType::kSyn || type == PktType::kSynAck) {
     h->tag = key_;
     h->wnd = static_cast<uint32_t>(t_->opts().window);
-    if (char* d = rte_pktmbuf_append(m, auth_len_)) {
-      std::memcpy(d, auth_out_, auth_len_);
-      h->seg_len = auth_len_;
+    if (char* d = rte_pktmbuf_append(m, auth_.len)) {
+      std::memcpy(d, auth_.out, auth_.len);
+      h->seg_len = auth_.len;
     }
   } else if (type == PktType::kAck) {
     uint64_t ext[kMaxSackWords];

@@ -13,8 +13,6 @@
 /// Thread-safety: none; owned by the caller, driven by its DpdkTransport.
 #pragma once
 
-#include <rte_ether.h>
-
 #include <memory>
 #include <vector>
 
@@ -22,17 +20,6 @@
 #include "dpdk_transport.h"
 
 namespace gw::drv::dpdk {
-
-/// Where a peer is: MAC, IPv4 and UDP port (network order), transmit queue; the MAC of
-/// each link both sides have (macs[0] == mac).
-struct PeerAddr {
-  rte_ether_addr mac{};
-  uint32_t ip = 0;
-  uint16_t port = 0;
-  uint16_t txq = 0;
-  uint8_t links = 1;
-  rte_ether_addr macs[kMaxLinks]{};
-};
 
 class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
  public:
@@ -128,6 +115,8 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   using TxPkt = ep_state::TxPkt;
   using RxSlot = ep_state::RxSlot;
   bool transmit(uint32_t seq);
+  bool append_batch(const TxPkt& p, rte_mbuf* m);
+  bool attach_payload(const TxPkt& p, rte_mbuf* m);
   /// The link for (re)sending packet p, its accounting moved there.
   uint8_t route(ep_state::TxPkt& p);
   void acked_on_link(ep_state::TxPkt& p) {
@@ -146,6 +135,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   void place(int mi, const WireHdr& h, rte_mbuf* m, uint32_t off);
   void copy_in(int mi, const WireHdr& h, const rte_mbuf* m, uint32_t off);
   bool consume_batch(RxSlot& s);
+  bool take_data(RxSlot& s);
   int pump_batch();
   void finish_msg(int m);
   bool copy_unexpected(const RecvRequest& r, const uint8_t* src, size_t n) override;
@@ -162,14 +152,7 @@ class DpdkEndpoint final : public Endpoint, private core::RecvHooks {
   uint64_t key_ = 0;
   bool active_ = false, connected_ = false, need_ack_ = false, stalled_ = false;
   uint64_t connect_deadline_ = 0, last_tx_ = 0, next_syn_ = 0, syn_interval_ = 0;
-  // Authentication (set-up only): one half of it, and what SYNs / SYN-ACKs carry.
-  std::unique_ptr<auth::Client> auth_cli_;
-  std::unique_ptr<auth::Server> auth_srv_;
-  uint8_t auth_out_[kSynAckHello] = {};
-  uint16_t auth_len_ = 0;
-  uint32_t synack_wnd_ = 0;
-  bool proof_sent_ = false, authed_ = false;
-  Status auth_error_;  // passive: why the dialler was refused
+  ep_state::Auth auth_;  // set-up only
   void set_auth_out(const uint8_t* p, size_t n);
   void connected(uint32_t wnd);
   // Send side.

@@ -1,14 +1,27 @@
 /// @file dpdk_endpoint_state.h
 /// The records a DpdkEndpoint keeps (dpdk_endpoint.h): send slots, packets in flight, receive
-/// slots and device-memory staging windows. Kept apart so the endpoint class reads as its
-/// operations.
+/// slots, device-memory staging windows, the set-up's authentication. Kept apart so the
+/// endpoint class reads as its operations.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "dpdk_transport.h"
+#include "gw_auth.h"
 
 namespace gw::drv::dpdk::ep_state {
+
+/// Authentication (set-up only): one half of it, and what SYNs / SYN-ACKs carry.
+struct Auth {
+  std::unique_ptr<auth::Client> cli;
+  std::unique_ptr<auth::Server> srv;
+  uint8_t out[kSynAckHello] = {};
+  uint16_t len = 0;
+  uint32_t synack_wnd = 0;
+  bool proof_sent = false, authed = false;
+  Status error;  // passive: why the dialler was refused
+};
 
 struct SendSlot {
   SendRequest req;

@@ -124,6 +124,49 @@ bool DpdkEndpoint::consume_batch(RxSlot& s) {
 
 // Consumes packets in order from rcv_nxt_: matches new messages, places held payload,
 // finishes messages. Stops (stalled) when a message cannot be matched yet.
+// advance's step for the data packet at rcv_nxt_ (inlined, one call site): its message is
+// matched and it is placed, or checked against the one it was placed in on arrival (s.msg).
+// @return false: stop (failed, or stalled_ set: no receive matches yet).
+[[gnu::always_inline]] inline bool DpdkEndpoint::take_data(RxSlot& s) {
+  if (s.m) {
+    int mi = lookup_msg(s.h.msg_id);
+    if (mi < 0) {
+      if (s.h.msg_id != next_match_ || s.h.offset != 0) {
+        fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                              peer_name_ + " belongs to message " +
+                                              std::to_string(s.h.msg_id) + " at offset " +
+                                              std::to_string(s.h.offset) + ", expected message " +
+                                              std::to_string(next_match_) + " to start"));
+        return false;
+      }
+      mi = match_new(s.h);
+      if (mi < 0) {
+        stalled_ = true;
+        return false;
+      }
+    } else if (core_.msg(mi).tag != s.h.tag || core_.msg(mi).len != s.h.msg_len) {
+      ++t_->counters_.bad_segment;
+      fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                            peer_name_ + " disagrees with its message"));
+      return false;
+    }
+    place(mi, s.h, s.m, s.off);
+    s.m = nullptr;
+    --t_->held_;
+    s.msg = mi;
+  } else if (s.msg < 0) {
+    s.msg = lookup_msg(s.h.msg_id);
+  } else if (lookup_msg(s.h.msg_id) != s.msg) {
+    // Placed on arrival into a message that an earlier packet has finished since (a peer
+    // that sent its end twice): finishing it again would complete its receive twice.
+    fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
+                                          peer_name_ + " belongs to message " +
+                                          std::to_string(s.h.msg_id) + ", already complete"));
+    return false;
+  }
+  return true;
+}
+
 void DpdkEndpoint::advance() {
   stalled_ = false;
   while (!failed()) {
@@ -140,42 +183,7 @@ void DpdkEndpoint::advance() {
       need_ack_ = true;
       continue;
     }
-    if (s.m) {
-      int mi = lookup_msg(s.h.msg_id);
-      if (mi < 0) {
-        if (s.h.msg_id != next_match_ || s.h.offset != 0) {
-          fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
-                                                peer_name_ + " belongs to message " +
-                                                std::to_string(s.h.msg_id) + " at offset " +
-                                                std::to_string(s.h.offset) + ", expected message " +
-                                                std::to_string(next_match_) + " to start"));
-          return;
-        }
-        mi = match_new(s.h);
-        if (mi < 0) {
-          stalled_ = true;
-          return;
-        }
-      } else if (core_.msg(mi).tag != s.h.tag || core_.msg(mi).len != s.h.msg_len) {
-        ++t_->counters_.bad_segment;
-        fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
-                                              peer_name_ + " disagrees with its message"));
-        return;
-      }
-      place(mi, s.h, s.m, s.off);
-      s.m = nullptr;
-      --t_->held_;
-      s.msg = mi;
-    } else if (s.msg < 0) {
-      s.msg = lookup_msg(s.h.msg_id);
-    } else if (lookup_msg(s.h.msg_id) != s.msg) {
-      // Placed on arrival into a message that an earlier packet has finished since (a peer
-      // that sent its end twice): finishing it again would complete its receive twice.
-      fail(Status(Code::kProtocolError, "dpdk: packet " + std::to_string(s.h.seq) + " from " +
-                                            peer_name_ + " belongs to message " +
-                                            std::to_string(s.h.msg_id) + ", already complete"));
-      return;
-    }
+    if (!take_data(s)) return;
     const int mi = s.msg;
     const bool last = s.h.offset + s.h.seg_len == s.h.msg_len;
     s.present = false;

@@ -132,6 +132,52 @@ int DpdkEndpoint::pump_batch() {
   return 1;
 }
 
+// transmit's payloads, one call site each (inlined: transmit stays one function). Each
+// @return false when an mbuf is missing: m is freed and the failure counted.
+// A batch, rebuilt from the sends on every (re)transmission: they complete only once acked.
+[[gnu::always_inline]] inline bool DpdkEndpoint::append_batch(const TxPkt& p, rte_mbuf* m) {
+  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, p.len));
+  if (!d) {
+    rte_pktmbuf_free(m);
+    ++t_->counters_.tx_alloc_fail;
+    return false;
+  }
+  for (uint32_t i = 0, first = p.msg_id - msg_una_; i < p.batch; ++i) {
+    const SendRequest& r = sends_.at(first + i).req;
+    const BatchRec rec{r.tag, static_cast<uint32_t>(r.len), 0};
+    std::memcpy(d, &rec, sizeof rec);
+    if (r.len) std::memcpy(d + sizeof rec, r.buf, r.len);
+    d += sizeof rec + r.len;
+  }
+  ++t_->counters_.copied_pkts;
+  return true;
+}
+
+// The payload stays in the caller's memory: a second mbuf points at it, with its
+// shared-info block in that mbuf's own (unused) data room so it lives as long as the mbuf.
+[[gnu::always_inline]] inline bool DpdkEndpoint::attach_payload(const TxPkt& p, rte_mbuf* m) {
+  rte_mbuf* ext = rte_pktmbuf_alloc(t_->tx_pool());
+  if (!ext) {
+    ++t_->counters_.tx_alloc_fail;
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  auto* shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(ext->buf_addr);
+  shinfo->free_cb = no_free;
+  shinfo->fcb_opaque = nullptr;
+  rte_mbuf_ext_refcnt_set(shinfo, 1);
+  void* data = const_cast<uint8_t*>(p.data);
+  rte_pktmbuf_attach_extbuf(ext, data, reinterpret_cast<uintptr_t>(data), p.len, shinfo);
+  ext->data_off = 0;
+  ext->data_len = p.len;
+  ext->pkt_len = p.len;
+  m->next = ext;
+  m->nb_segs = 2;
+  m->pkt_len += p.len;
+  ++t_->counters_.zero_copy_pkts;
+  return true;
+}
+
 bool DpdkEndpoint::transmit(uint32_t seq) {
   TxPkt& p = inflight_[seq & mask_];
   WireHdr* h;
@@ -146,43 +192,9 @@ bool DpdkEndpoint::transmit(uint32_t seq) {
   fill_ack(h, nullptr);
   const auto& o = t_->opts();
   if (p.batch) {
-    // Rebuilt from the sends on every (re)transmission: they complete only once it is acked.
-    auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, p.len));
-    if (!d) {
-      rte_pktmbuf_free(m);
-      ++t_->counters_.tx_alloc_fail;
-      return false;
-    }
-    for (uint32_t i = 0, first = p.msg_id - msg_una_; i < p.batch; ++i) {
-      const SendRequest& r = sends_.at(first + i).req;
-      const BatchRec rec{r.tag, static_cast<uint32_t>(r.len), 0};
-      std::memcpy(d, &rec, sizeof rec);
-      if (r.len) std::memcpy(d + sizeof rec, r.buf, r.len);
-      d += sizeof rec + r.len;
-    }
-    ++t_->counters_.copied_pkts;
+    if (!append_batch(p, m)) return false;
   } else if (o.zero_copy && p.len >= o.zero_copy_min) {
-    // The payload stays in the caller's memory: a second mbuf points at it, with its
-    // shared-info block in that mbuf's own (unused) data room so it lives as long as the mbuf.
-    rte_mbuf* ext = rte_pktmbuf_alloc(t_->tx_pool());
-    if (!ext) {
-      ++t_->counters_.tx_alloc_fail;
-      rte_pktmbuf_free(m);
-      return false;
-    }
-    auto* shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(ext->buf_addr);
-    shinfo->free_cb = no_free;
-    shinfo->fcb_opaque = nullptr;
-    rte_mbuf_ext_refcnt_set(shinfo, 1);
-    void* data = const_cast<uint8_t*>(p.data);
-    rte_pktmbuf_attach_extbuf(ext, data, reinterpret_cast<uintptr_t>(data), p.len, shinfo);
-    ext->data_off = 0;
-    ext->data_len = p.len;
-    ext->pkt_len = p.len;
-    m->next = ext;
-    m->nb_segs = 2;
-    m->pkt_len += p.len;
-    ++t_->counters_.zero_copy_pkts;
+    if (!attach_payload(p, m)) return false;
   } else if (p.len > 0) {
     char* d = rte_pktmbuf_append(m, p.len);
     if (!d) {  // the mbuf is too small for this MTU

@@ -12,10 +12,12 @@
 #include <memory>
 #include <vector>
 
+#include "dpdk_counters.h"
 #include "dpdk_credit.h"
 #include "dpdk_fault.h"
 #include "dpdk_links.h"
 #include "dpdk_options.h"
+#include "dpdk_peer.h"
 #include "dpdk_port.h"
 #include "dpdk_wire.h"
 #include "gw_auth.h"
@@ -38,13 +40,6 @@ class DpdkEndpoint;
 
 /// A host-to-device copy of one received packet's payload, in flight (dpdk_staging.cc).
 using RxCopy = core::RxCopy<DpdkEndpoint>;
-
-/// A SYN that arrived before its connect() (passive side), by connection key.
-struct ParkedSyn {
-  uint32_t src_conn = 0;
-  uint32_t wnd = 0;
-  uint8_t hello[kSynHello] = {};  ///< the dialler's ClientHello
-};
 
 class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndpoint> {
  public:
@@ -101,18 +96,7 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   /// An endpoint failed or is gone: its copies in flight finish (drained) without it.
   void forget_rx_copies(DpdkEndpoint* ep);
 
-  struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0;
-    uint64_t pkts_sent = 0, pkts_received = 0, acks_sent = 0, retransmits = 0;
-    uint64_t timeouts = 0, fast_retransmits = 0, dup_pkts = 0, out_of_order = 0;
-    uint64_t window_drops = 0, held_drops = 0, tx_ring_full = 0, tx_alloc_fail = 0;
-    uint64_t bad_frames = 0, bad_checksum = 0, not_for_us = 0, unknown_conn = 0;
-    uint64_t bad_header = 0, bad_segment = 0;
-    uint64_t zero_copy_pkts = 0, copied_pkts = 0, heartbeats = 0;
-    uint64_t syn_parked = 0, syn_dropped = 0, batch_pkts = 0;
-    uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
-    uint64_t links_down = 0, links_up = 0, link_probes = 0, link_resent = 0, link_reordered = 0;
-  };
+  using Counters = DpdkCounters;
 
  private:
   friend class DpdkEndpoint;
@@ -134,6 +118,8 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   Status init_state();
   void rx_burst();
   void handle_frame(rte_mbuf* m, uint8_t link = 0);
+  uint64_t* check_outer(rte_mbuf* m, uint8_t link, uint32_t* udp_len);
+  void dispatch(DpdkEndpoint* ep, const WireHdr& h, rte_mbuf* m, uint8_t link);
   // dpdk.ifaces (dpdk_links.cc): the ports after the first, named <kind><k><args>;iface=...
   Status open_links(const PortOptions& po, const std::string& kind, const std::string& args,
                     const std::vector<std::string>& ifaces);
@@ -141,6 +127,12 @@ class DpdkTransport final : public core::DriverTransport<DpdkTransport, DpdkEndp
   void queue_on_link(const DpdkEndpoint& ep, rte_mbuf* m, uint8_t link);
   void flush_links();
   void free_links();
+  // connect's steps (dpdk_connect.cc).
+  Result<PeerAddr> peer_of(const ConnectParams& p, const std::string& who);
+  std::unique_ptr<DpdkEndpoint> new_endpoint(const ConnectParams& p, const PeerAddr& peer,
+                                             const std::string& remote);
+  Result<ParkedSyn> await_syn(const ConnectParams& p, const std::string& who,
+                              const std::string& remote, Deadline deadline);
   /// `pay`: the SYN's h.seg_len bytes of authentication (wire version 4).
   void handle_syn(const WireHdr& h, const uint8_t* frame, const uint8_t* pay);
   void timers();

@@ -15,6 +15,13 @@ constexpr const char* kTlsFix = "is tcp.tls=on on every rank, with the same GW_A
 
 }  // namespace
 
+// A connect's sockets, before they become an endpoint's.
+struct TcpTransport::PeerStreams {
+  std::vector<Fd> fds;
+  std::vector<SslPtr> ssls;  // tcp.tls=on: one per fd, handshake done
+  uint32_t nlinks = 1;
+};
+
 Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, Deadline deadline) {
   const std::string who = p.peer_name.empty() ? "peer" : p.peer_name;
   if (p.remote.driver() != "tcp" || (p.remote.version() != 1 && p.remote.version() != 2)) {
@@ -33,74 +40,87 @@ Result<std::unique_ptr<Endpoint>> TcpTransport::connect(const ConnectParams& p, 
                   "tcp: " + std::to_string(nlinks) + " links x " + std::to_string(opts_.streams) +
                       " streams is more than " + std::to_string(kMaxStreams) + " per peer");
   }
-  std::vector<Fd> fds;
-  std::vector<SslPtr> ssls;  // tcp.tls=on: one per fd, handshake done
+  PeerStreams got;
+  got.nlinks = nlinks;  // the passive side takes the peer's
   if (p.active) {
-    // Answer peers that dial us while we wait for this one's authentication.
-    Completion none[1];
-    auto idle = [&] { return progress({none, 0}).status(); };
-    for (uint32_t i = 0; i < nstreams; ++i) {
-      const uint32_t l = i % nlinks;
-      const SockAddr& from = links_.empty() ? local_ : links_[l % links_.size()];
-      auto fd = dial(from, remotes[l % remotes.size()], opts_.sock, deadline);
-      if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
-      const uint16_t flags =
-          static_cast<uint16_t>((opts_.tls ? kHelloTls : 0) | (nlinks > 1 ? kHelloLinks : 0));
-      FrameHeader h = make_hello(p.key, nstreams, i, flags, nlinks > 1 ? nlinks : 0);
-      GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "tcp", &h, sizeof h,
-                                                who, deadline, idle));
-      fds.push_back(std::move(*fd));
-    }
-    if (tls_) {
-      GW_ASSIGN_OR_RETURN(ssls, client_tls(fds, who + " (" + remote.to_string() + ")", deadline));
-    }
+    GW_RETURN_IF_ERROR(dial_streams(p, remotes, who, deadline, &got));
   } else {
-    // The peer dials us; accept (through progress) until its streams are all here.
-    Completion none[1];
-    for (;;) {
-      if (auto it = tls_refused_.find(p.key); it != tls_refused_.end()) {
-        const std::string why = it->second;
-        tls_refused_.erase(it);
-        return Status(Code::kUnavailable, "tcp: " + who + " (" + remote.to_string() +
-                                              "): its TLS handshake failed (" + why + "); " +
-                                              kTlsFix);
-      }
-      auto got = take_parked(p.key);
-      if (got.ok()) {
-        const FrameHeader& h = (*got)[0].hello;
-        nlinks = (h.flags & kHelloLinks) ? static_cast<uint32_t>(h.seq) : 1;
-        for (Parked& pk : *got) {
-          fds.push_back(std::move(pk.fd));
-          if (pk.ssl) ssls.push_back(std::move(pk.ssl));
-        }
-        break;
-      }
-      if (got.status().code() != Code::kUnavailable)
-        return got.status().with_context("tcp: " + who + " (" + remote.to_string() + ")");
-      GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, who + " (" + remote.to_string() + ")"));
-      if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
-      if (deadline.expired()) {
-        return Status(Code::kTimeout, "tcp: " + who + " (" + remote.to_string() +
-                                          ") did not connect to " + local_.to_string() +
-                                          " in time; is it running and using the same store?");
-      }
-      // A stream parked by this progress is looked for at once: the 10 ms poll below only
-      // ends early on new events, and was most of an accepting connect (a 2-rank
-      // Group::create on loopback: 11-15 ms).
-      const size_t parked = parked_.size();
-      GW_RETURN_IF_ERROR(progress({none, 0}).status());
-      if (parked_.size() != parked || tls_refused_.count(p.key)) continue;
-      pollfd pf{epfd_.get(), POLLIN, 0};
-      ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
-    }
+    GW_RETURN_IF_ERROR(await_streams(p, who + " (" + remote.to_string() + ")", deadline, &got));
   }
   auto ep = std::make_unique<TcpEndpoint>(this, p, remote.to_string());
   eps_.push_back(ep.get());
-  if (nlinks > 1) ep->set_links(nlinks, std::move(remotes), p.active);
-  GW_RETURN_IF_ERROR(ep->attach(std::move(fds), std::move(ssls)));
+  if (got.nlinks > 1) ep->set_links(got.nlinks, std::move(remotes), p.active);
+  GW_RETURN_IF_ERROR(ep->attach(std::move(got.fds), std::move(got.ssls)));
   log_->debug("tcp: connected to {} ({}) with {} stream(s)", who, remote.to_string(),
               ep->streams_.size());
   return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+// Dialling side: out->nlinks x tcp.streams streams, each authenticated, then TLS when on.
+Status TcpTransport::dial_streams(const ConnectParams& p, const std::vector<SockAddr>& remotes,
+                                  const std::string& who, Deadline deadline, PeerStreams* out) {
+  const uint32_t nlinks = out->nlinks;
+  const uint32_t nstreams = static_cast<uint32_t>(opts_.streams) * nlinks;
+  // Answer peers that dial us while we wait for this one's authentication.
+  Completion none[1];
+  auto idle = [&] { return progress({none, 0}).status(); };
+  for (uint32_t i = 0; i < nstreams; ++i) {
+    const uint32_t l = i % nlinks;
+    const SockAddr& from = links_.empty() ? local_ : links_[l % links_.size()];
+    auto fd = dial(from, remotes[l % remotes.size()], opts_.sock, deadline);
+    if (!fd.ok()) return fd.status().with_context("tcp: connect to " + who);
+    const uint16_t flags =
+        static_cast<uint16_t>((opts_.tls ? kHelloTls : 0) | (nlinks > 1 ? kHelloLinks : 0));
+    FrameHeader h = make_hello(p.key, nstreams, i, flags, nlinks > 1 ? nlinks : 0);
+    GW_RETURN_IF_ERROR(auth::client_handshake(fd->get(), listener_.key(), "tcp", &h, sizeof h, who,
+                                              deadline, idle));
+    out->fds.push_back(std::move(*fd));
+  }
+  if (tls_) {
+    GW_ASSIGN_OR_RETURN(out->ssls,
+                        client_tls(out->fds, who + " (" + remotes[0].to_string() + ")", deadline));
+  }
+  return Status();
+}
+
+// Accepting side: the peer's streams, parked by progress as they arrive.
+Status TcpTransport::await_streams(const ConnectParams& p, const std::string& peer,
+                                   Deadline deadline, PeerStreams* out) {
+  // The peer dials us; accept (through progress) until its streams are all here.
+  Completion none[1];
+  for (;;) {
+    if (auto it = tls_refused_.find(p.key); it != tls_refused_.end()) {
+      const std::string why = it->second;
+      tls_refused_.erase(it);
+      return Status(Code::kUnavailable,
+                    "tcp: " + peer + ": its TLS handshake failed (" + why + "); " + kTlsFix);
+    }
+    auto got = take_parked(p.key);
+    if (got.ok()) {
+      const FrameHeader& h = (*got)[0].hello;
+      out->nlinks = (h.flags & kHelloLinks) ? static_cast<uint32_t>(h.seq) : 1;
+      for (Parked& pk : *got) {
+        out->fds.push_back(std::move(pk.fd));
+        if (pk.ssl) out->ssls.push_back(std::move(pk.ssl));
+      }
+      return Status();
+    }
+    if (got.status().code() != Code::kUnavailable) return got.status().with_context("tcp: " + peer);
+    GW_RETURN_IF_ERROR(listener_.auth_refusal(p.key, peer));
+    if (p.give_up) GW_RETURN_IF_ERROR(p.give_up());
+    if (deadline.expired()) {
+      return Status(Code::kTimeout, "tcp: " + peer + " did not connect to " + local_.to_string() +
+                                        " in time; is it running and using the same store?");
+    }
+    // A stream parked by this progress is looked for at once: the 10 ms poll below only
+    // ends early on new events, and was most of an accepting connect (a 2-rank
+    // Group::create on loopback: 11-15 ms).
+    const size_t parked = parked_.size();
+    GW_RETURN_IF_ERROR(progress({none, 0}).status());
+    if (parked_.size() != parked || tls_refused_.count(p.key)) continue;
+    pollfd pf{epfd_.get(), POLLIN, 0};
+    ::poll(&pf, 1, std::min(10, deadline.remaining_ms()));
+  }
 }
 
 Result<std::vector<Parked>> TcpTransport::take_parked(uint64_t key) {

@@ -60,7 +60,7 @@ void TcpEndpoint::chunk_done(Stream& s) {
     slot.used = false;
     free_sends_.push_back(idx);
     ++t_->counters_.msgs_sent;
-    if (slot.eager >= 0) eager_free_.push_back(slot.eager);
+    if (slot.eager >= 0) lk_.eager_free.push_back(slot.eager);
     if (!slot.early)
       core_.complete(slot.req.wr_id, slot.req.tag, slot.req.len, Op::kSend, Code::kOk);
   }
@@ -196,7 +196,7 @@ void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
     if (!sends_[i].used) continue;
     sends_[i].used = false;
     free_sends_.push_back(static_cast<int>(i));
-    if (sends_[i].eager >= 0) eager_free_.push_back(sends_[i].eager);
+    if (sends_[i].eager >= 0) lk_.eager_free.push_back(sends_[i].eager);
     if (!sends_[i].early)
       core_.complete(sends_[i].req.wr_id, sends_[i].req.tag, 0, Op::kSend, code);
   }
@@ -206,8 +206,8 @@ void TcpEndpoint::fail(const Status& st, bool keep_buffered) {
     return keep_buffered && ext_[m].received == core_.msg(m).len &&
            core_.msg(m).dest != core::Dest::kDrain;
   });
-  pend_.clear();
-  resend_.clear();
+  lk_.pend.clear();
+  lk_.resend.clear();
   for (auto& s : streams_) {
     if (s->rx_slot >= 0) t_->rx_pool_now()->release(s->rx_slot);
     s->rx_slot = -1;

@@ -6,12 +6,16 @@
 /// Thread-safety: none; owned by the caller, driven by its TcpTransport.
 #pragma once
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <cerrno>
 #include <memory>
 #include <set>
 #include <vector>
 
 #include "gw_auth.h"
+#include "tcp_endpoint_state.h"
 #include "tcp_transport.h"
 
 namespace gw::drv::tcp {
@@ -90,27 +94,10 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
 
  private:
   friend class TcpTransport;
-  struct SendSlot {
-    SendRequest req;
-    uint32_t chunks_left = 0;
-    bool used = false;
-    bool dev = false;  // device memory (staged)
-    uint64_t seq = 0;  // links mode: cut into chunks as streams take them
-    uint64_t chunk = 0;
-    int eager = -1;      // links mode: its copy in eager_ (it completed at once)
-    bool early = false;  // completed before the peer's ack (a copy is kept, or it is empty)
-  };
-  // Links mode: small messages are copied here and complete at once, as on one link (a send
-  // otherwise completes on the peer's ack, which needs the peer's progress).
-  static constexpr int kEagerSlots = 64;
-  std::unique_ptr<uint8_t[]> eager_;
-  std::vector<int> eager_free_;
-  /// What tcp adds to the core's message (same slot numbers).
-  struct MsgExt {
-    bool device = false;  // the receive buffer is device memory (staged)
-    uint32_t copies = 0;  // host-to-device copies still in flight
-    uint64_t received = 0;
-  };
+  using SendSlot = ep_state::SendSlot;
+  using MsgExt = ep_state::MsgExt;
+  using Joining = ep_state::Joining;
+  static constexpr int kEagerSlots = 64;  // links mode: lk_.eager's slots
   static constexpr int kMaxInMsgs = 128;
   static constexpr size_t kStageSize = 32 * 1024;
   static constexpr size_t kTlsPack = 16 * 1024;   // one TLS record of small parts
@@ -128,6 +115,14 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// The chunk being read is dropped (the stream was cut): its payload is skipped.
   void discard_chunk(Stream& s);
   bool read_some(Stream& s, uint8_t* dst, size_t n, size_t* got);
+  // flush()'s steps (tcp_send.cc).
+  bool send_tls(Stream& s, const iovec* iov, int niov, ssize_t* w);
+  void send_failed(Stream& s);
+  void sent_bytes(Stream& s, size_t w, size_t asked);
+  // read()'s steps (tcp_recv.cc). @return false: stop reading the stream for now.
+  bool take_header(Stream& s);
+  bool read_header(Stream& s, size_t have, int* reads);
+  bool read_payload(Stream& s, size_t have, int* reads);
   Status stream_error(const Stream& s, const char* what, int err) const;
   /// One stream's socket into the transport's epoll set, or out of it.
   Status set_watched(Stream& s, bool on);
@@ -147,6 +142,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// We send no more on `s`; `tell`: advise the peer to do the same (kGiveUp); `warn`: log
   /// it as a warning (else debug: the peer's orderly close).
   void retire(Stream& s, const std::string& why, bool tell = true, bool warn = true);
+  void requeue(Stream& s);
   /// A joined stream the peer has sent nothing on yet: its dialler may have given up on it
   /// (the handshake timed out on its side), so its errors are not the peer's.
   static bool fresh(const Stream& s) { return s.id >= kJoinIds && s.rx_bytes == 0; }
@@ -155,16 +151,6 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   /// We read no more of `s` (the peer gave it up).
   void close_rx(Stream& s);
   void down(Stream& s);
-  /// A join of a stream over `link`, connecting and authenticating without blocking.
-  struct Joining {
-    Fd fd;
-    uint32_t link = 0, id = 0;
-    uint64_t since = 0;
-    std::unique_ptr<auth::Client> client;  // set once connected
-    bool verdict = false;                  // the proof went: the verdict is read next
-    uint8_t in[auth::kServerHello] = {};
-    size_t got = 0;
-  };
   void start_join(uint32_t link, uint64_t now);
   bool step_join(Joining& j, uint64_t now);
   static bool window_shut(const Stream& s);
@@ -176,21 +162,7 @@ class TcpEndpoint final : public Endpoint, private core::RecvHooks {
   uint64_t key_ = 0;
   uint32_t nlinks_ = 1;
   bool active_ = false;  // we dialled: we join streams
-  std::vector<SockAddr> remotes_;
-  Ring<int> pend_;             // send slots with chunks not yet on a stream, in order
-  uint64_t pend_off_ = 0;      // bytes of pend_.front() already on streams
-  std::vector<Chunk> resend_;  // chunks of a given-up stream, by seq
-  std::vector<std::pair<uint32_t, uint64_t>> closed_rx_;  // stream id -> bytes we read of it
-  std::set<std::pair<uint32_t, uint64_t>> taken_;         // chunks sent again that we took
-  uint32_t next_id_ = 0;       // the next stream we join (even: dialling side, odd: other)
-  uint64_t alone_ns_ = 0;      // since when no stream is up (0: one is)
-  bool asked_ = false;         // a fresh stream is needed (need_stream)
-  bool ack_owed_ = false;      // an ack found no room (send_ack): links_poll tries again
-  bool peer_closing_ = false;  // the peer closed a stream between frames (links_eof)
-  uint64_t peer_next_ = 0;     // the peer matched every message below this (its acks say)
-  uint64_t next_join_ns_ = 0;  // the next try at joining streams
-  uint64_t fault_ns_ = 0;      // tcp.link_fault_ms: the last stream taken out on purpose
-  std::vector<std::unique_ptr<Joining>> joining_;  // joins in progress
+  ep_state::Links lk_;   // links mode (tcp_links.cc, tcp_join.cc)
   core::EndpointCore core_;
   std::vector<SendSlot> sends_;
   std::vector<int> free_sends_;

@@ -20,15 +20,15 @@ void TcpEndpoint::rejoin(uint64_t now) {
     ++up[sp->link % nlinks_];
     ++total;
   }
-  for (auto& j : joining_) ++pending[j->link];
+  for (auto& j : lk_.joining) ++pending[j->link];
   // The dialling side tries a link without a stream each second (it may have come back).
   for (uint32_t l = 0; active_ && l < nlinks_; ++l)
     if (up[l] == 0 && pending[l] == 0) start_join(l, now);
   // A lost link is replaced on one that carries (dialling side: tcp.streams per link), and a
   // fresh stream is joined for chunks sent again that no stream may carry.
   size_t want = active_ ? static_cast<size_t>(t_->opts().streams) * nlinks_ : 0;
-  if (asked_) want = std::max(want, total + 1);
-  if (total + joining_.size() >= want) return;
+  if (lk_.asked) want = std::max(want, total + 1);
+  if (total + lk_.joining.size() >= want) return;
   uint32_t best = 0;
   for (uint32_t l = 0; l < nlinks_; ++l)
     if (up[l] > 0 && (up[best] == 0 || up[l] + pending[l] < up[best] + pending[best])) best = l;
@@ -39,7 +39,7 @@ void TcpEndpoint::start_join(uint32_t link, uint64_t now) {
   // Nothing here blocks: the peer may not be progressing, or the link may be down.
   const auto& locals = t_->links();
   SockAddr from = locals.empty() ? t_->local_ : locals[link % locals.size()];
-  const SockAddr& to = remotes_[link % remotes_.size()];
+  const SockAddr& to = lk_.remotes[link % lk_.remotes.size()];
   Fd fd(::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd || !configure_stream(fd.get(), t_->opts().sock).ok()) return;
   from.set_port(0);
@@ -52,10 +52,10 @@ void TcpEndpoint::start_join(uint32_t link, uint64_t now) {
   auto j = std::make_unique<Joining>();
   j->fd = std::move(fd);
   j->link = link;
-  j->id = next_id_;
-  next_id_ += 2;  // never again, even if it fails after the peer took it
+  j->id = lk_.next_id;
+  lk_.next_id += 2;  // never again, even if it fails after the peer took it
   j->since = now;
-  joining_.push_back(std::move(j));
+  lk_.joining.push_back(std::move(j));
 }
 
 // One step of a join's connect and authentication (auth::client_handshake, without waiting).
@@ -108,8 +108,8 @@ bool TcpEndpoint::step_join(Joining& j, uint64_t now) {
   streams_.back()->moved_ns = now;
   ++t_->counters_.links_joined;
   t_->log_->info("tcp: stream {} to peer {} joined over link {}", j.id, peer_name_, j.link);
-  alone_ns_ = 0;
-  asked_ = false;
+  lk_.alone_ns = 0;
+  lk_.asked = false;
   return false;
 }
 
@@ -124,7 +124,7 @@ Result<bool> TcpEndpoint::join_accepted(Fd& fd, const FrameHeader& hello) {
   streams_.back()->id = id;
   ++t_->counters_.links_joined;
   t_->log_->info("tcp: peer {} joined stream {}", peer_name_, id);
-  alone_ns_ = 0;
+  lk_.alone_ns = 0;
   return true;
 }
 
@@ -149,9 +149,9 @@ void TcpTransport::take_joins() {
 }
 
 void TcpEndpoint::need_stream() {
-  if (asked_) return;
-  asked_ = true;
-  next_join_ns_ = 0;  // links_check joins one
+  if (lk_.asked) return;
+  lk_.asked = true;
+  lk_.next_join_ns = 0;  // links_check joins one
 }
 
 }  // namespace gw::drv::tcp

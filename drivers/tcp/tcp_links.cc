@@ -12,7 +12,7 @@
 // fresh stream, which the side that needs it joins at once. The dialling side also joins a
 // stream to a link without one each second, so a link that comes back carries again
 // (tcp_join.cc).
-// No allocation on the data path; resend_ and closed_rx_ grow only after a link is lost.
+// No allocation on the data path; lk_.resend and lk_.closed_rx grow only after a link is lost.
 #include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
@@ -33,13 +33,13 @@ uint64_t frame_bytes(const FrameHeader& h) { return sizeof(FrameHeader) + h.chun
 
 void TcpEndpoint::set_links(uint32_t n, std::vector<SockAddr> remotes, bool active) {
   nlinks_ = n;
-  remotes_ = std::move(remotes);
+  lk_.remotes = std::move(remotes);
   active_ = active;
-  next_id_ = kJoinIds + (active ? 0 : 1);
-  pend_.init(sends_.size());
-  fault_ns_ = now_ns();
-  eager_.reset(new uint8_t[kEagerSlots * kLatencyMax]);
-  for (int i = kEagerSlots; i-- > 0;) eager_free_.push_back(i);
+  lk_.next_id = kJoinIds + (active ? 0 : 1);
+  lk_.pend.init(sends_.size());
+  lk_.fault_ns = now_ns();
+  lk_.eager.reset(new uint8_t[kEagerSlots * kLatencyMax]);
+  for (int i = kEagerSlots; i-- > 0;) lk_.eager_free.push_back(i);
 }
 
 Stream* TcpEndpoint::by_id(uint32_t id) {
@@ -49,7 +49,7 @@ Stream* TcpEndpoint::by_id(uint32_t id) {
 }
 
 Status TcpEndpoint::post_links(const SendRequest& r, bool dev) {
-  if (pend_.full() || free_sends_.empty() || !core_.reserve())
+  if (lk_.pend.full() || free_sends_.empty() || !core_.reserve())
     return Status(Code::kUnavailable, "full");
   const uint64_t chunk = dev ? tx_pool_->chunk_bytes() : t_->opts().link_chunk;
   const uint64_t chunks = r.len == 0 ? 1 : (r.len + chunk - 1) / chunk;
@@ -57,26 +57,26 @@ Status TcpEndpoint::post_links(const SendRequest& r, bool dev) {
   free_sends_.pop_back();
   SendSlot& ss = sends_[slot];
   ss = SendSlot{r, static_cast<uint32_t>(chunks), true, dev, tx_seq_++, chunk};
-  if (!dev && r.len <= kLatencyMax && (r.len == 0 || !eager_free_.empty())) {
+  if (!dev && r.len <= kLatencyMax && (r.len == 0 || !lk_.eager_free.empty())) {
     if (r.len > 0) {
-      ss.eager = eager_free_.back();
-      eager_free_.pop_back();
-      uint8_t* copy = eager_.get() + static_cast<size_t>(ss.eager) * kLatencyMax;
+      ss.eager = lk_.eager_free.back();
+      lk_.eager_free.pop_back();
+      uint8_t* copy = lk_.eager.get() + static_cast<size_t>(ss.eager) * kLatencyMax;
       std::memcpy(copy, r.buf, r.len);
       ss.req.buf = copy;
     }
     ss.early = true;
     core_.complete(r.wr_id, r.tag, r.len, Op::kSend, Code::kOk);
   }
-  pend_.push(slot);
+  lk_.pend.push(slot);
   return Status();
 }
 
 bool TcpEndpoint::next_chunk(Chunk* c) {
-  if (pend_.empty()) return false;
-  const int slot = pend_.front();
+  if (lk_.pend.empty()) return false;
+  const int slot = lk_.pend.front();
   const SendSlot& ss = sends_[slot];
-  const uint64_t off = pend_off_;
+  const uint64_t off = lk_.pend_off;
   const uint64_t len = std::min(ss.chunk, ss.req.len - off);
   auto* p = static_cast<const uint8_t*>(ss.req.buf);
   *c = Chunk{make_data_header(ss.req.tag, ss.req.len, ss.seq, off, static_cast<uint32_t>(len)),
@@ -86,10 +86,10 @@ bool TcpEndpoint::next_chunk(Chunk* c) {
              ss.dev ? p + off : nullptr,
              -1,
              0};
-  pend_off_ += len;
-  if (pend_off_ >= ss.req.len) {
-    pend_.pop();
-    pend_off_ = 0;
+  lk_.pend_off += len;
+  if (lk_.pend_off >= ss.req.len) {
+    lk_.pend.pop();
+    lk_.pend_off = 0;
   }
   return true;
 }
@@ -108,20 +108,21 @@ void TcpEndpoint::feed() {
   auto room = [&](const Stream& s) {
     return s.state == Stream::Link::kUp && s.txq.size() + 4 < s.txq.capacity() && s.queued < window;
   };
-  while (!pend_.empty() || !resend_.empty()) {
+  while (!lk_.pend.empty() || !lk_.resend.empty()) {
     // The stream with the fewest unacknowledged bytes takes the next chunk.
     Stream* best = nullptr;
-    if (!resend_.empty()) {
-      const uint64_t seq = resend_.front().hdr.seq;
+    if (!lk_.resend.empty()) {
+      const uint64_t seq = lk_.resend.front().hdr.seq;
       bool may = false;
       for (auto& sp : streams_) {
-        const bool ok = sp->state == Stream::Link::kUp && (seq < peer_next_ || seq >= sp->max_seq);
+        const bool ok =
+            sp->state == Stream::Link::kUp && (seq < lk_.peer_next || seq >= sp->max_seq);
         may |= ok;
         if (ok && room(*sp) && (!best || sp->queued < best->queued)) best = sp.get();
       }
       if (best) {
-        push_frame(*best, resend_.front());
-        resend_.erase(resend_.begin());
+        push_frame(*best, lk_.resend.front());
+        lk_.resend.erase(lk_.resend.begin());
         continue;
       }
       if (!may) need_stream();
@@ -146,7 +147,7 @@ void TcpEndpoint::reap(Stream& s) {
 
 void TcpEndpoint::on_ack(const FrameHeader& h) {
   if (!links()) return;
-  peer_next_ = std::max(peer_next_, h.msg_len);
+  lk_.peer_next = std::max(lk_.peer_next, h.msg_len);
   Stream* s = by_id(static_cast<uint32_t>(h.offset));
   if (!s || s->state != Stream::Link::kUp) return;  // given up: its chunks went elsewhere
   if (h.seq <= s->acked) return;                    // an older one that came another way
@@ -175,7 +176,7 @@ void TcpEndpoint::send_ack(Stream& s, bool now) {
   }
   if (!via || via->txq.full()) {
     // Not dropped: the peer's sends complete on it, and this stream may never be read again.
-    ack_owed_ = true;
+    lk_.ack_owed = true;
     return;
   }
   s.rx_acked = s.rx_ackable;
@@ -192,11 +193,11 @@ bool TcpEndpoint::take_resent(const FrameHeader& h) {
   // A copy sent again: the stream its last copy was on is read no more either (that copy may
   // be read in part there, and its sender wrote no more of it).
   if (Stream* s = by_id(h.reserved); s && !s->rx_closed) close_rx(*s);
-  for (const auto& [id, read] : closed_rx_)
+  for (const auto& [id, read] : lk_.closed_rx)
     if (id == from && h.pad[0] <= read) return false;  // read where it was first sent
   // Every copy names the stream it was first sent on: one copy is taken at a time (one read
   // in part on a stream read no more is forgotten by close_rx, so the next one is taken).
-  return taken_.emplace(from, h.pad[0]).second;
+  return lk_.taken.emplace(from, h.pad[0]).second;
 }
 
 void TcpEndpoint::close_rx(Stream& s) {
@@ -206,11 +207,11 @@ void TcpEndpoint::close_rx(Stream& s) {
   s.eof = true;  // for "every stream closed": we read it no more
   t_->log_->debug("tcp: stream {} from peer {}: read no more ({} bytes read)", s.id, peer_name_,
                   s.rx_bytes);
-  closed_rx_.emplace_back(s.id, s.rx_bytes);
+  lk_.closed_rx.emplace_back(s.id, s.rx_bytes);
   // A copy taken here and not read whole: another copy is to be taken.
   const bool taken = s.rx == Stream::Rx::kStalled || (s.rx == Stream::Rx::kPayload && s.msg >= 0);
   if (taken && (s.hdr.flags & kResent))
-    taken_.erase({static_cast<uint32_t>(s.hdr.pad[1]), s.hdr.pad[0]});
+    lk_.taken.erase({static_cast<uint32_t>(s.hdr.pad[1]), s.hdr.pad[0]});
   // A chunk read in part is sent again whole (bytes already placed are the same).
   if (s.rx_slot >= 0) t_->rx_pool_now()->release(s.rx_slot);
   s.rx_slot = -1;
@@ -222,9 +223,9 @@ void TcpEndpoint::close_rx(Stream& s) {
 }
 
 void TcpEndpoint::links_poll() {
-  if (!pend_.empty() || !resend_.empty()) feed();
-  if (ack_owed_) {
-    ack_owed_ = false;
+  if (!lk_.pend.empty() || !lk_.resend.empty()) feed();
+  if (lk_.ack_owed) {
+    lk_.ack_owed = false;
     for (auto& z : streams_)
       if (z->rx_ackable != z->rx_acked) send_ack(*z, true);
   }
@@ -261,29 +262,30 @@ void TcpEndpoint::links_check(uint64_t now) {
                   " bytes sent on it not acknowledged for " +
                   std::to_string((now - last) / 1'000'000) + " ms (tcp.link_timeout_ms)");
   }
-  for (size_t k = 0; k < joining_.size();) {
-    if (step_join(*joining_[k], now)) {
+  for (size_t k = 0; k < lk_.joining.size();) {
+    if (step_join(*lk_.joining[k], now)) {
       ++k;
     } else {
-      joining_.erase(joining_.begin() + static_cast<long>(k));
+      lk_.joining.erase(lk_.joining.begin() + static_cast<long>(k));
     }
   }
-  if (alone_ns_ && now > alone_ns_ && now - alone_ns_ > 4 * o.link_timeout_ns + o.peer_timeout_ns) {
+  if (lk_.alone_ns && now > lk_.alone_ns &&
+      now - lk_.alone_ns > 4 * o.link_timeout_ns + o.peer_timeout_ns) {
     fail(Status(Code::kRemoteError, "tcp: every link to peer " + peer_name_ + " (" + remote_ +
                                         ") failed and no " +
                                         "stream could be joined again within " +
-                                        std::to_string((now - alone_ns_) / 1'000'000) +
+                                        std::to_string((now - lk_.alone_ns) / 1'000'000) +
                                         " ms — check the links and the peer"));
     return;
   }
   // Only the dialling side: both sides giving up a different stream at once is not a fault
   // a link has.
-  if (o.link_fault_ns && active_ && now - fault_ns_ >= o.link_fault_ns && !failed()) {
-    fault_ns_ = now;
+  if (o.link_fault_ns && active_ && now - lk_.fault_ns >= o.link_fault_ns && !failed()) {
+    lk_.fault_ns = now;
     inject_fault();
   }
-  if (!failed() && now >= next_join_ns_ && (active_ || asked_)) {
-    next_join_ns_ = now + (asked_ ? kJoinEveryNs / 10 : kJoinEveryNs);
+  if (!failed() && now >= lk_.next_join_ns && (active_ || lk_.asked)) {
+    lk_.next_join_ns = now + (lk_.asked ? kJoinEveryNs / 10 : kJoinEveryNs);
     rejoin(now);
   }
 }
@@ -317,7 +319,7 @@ void TcpEndpoint::links_eof(Stream& s, bool between) {
     return;
   }
   // Closed by the peer: nothing to tell it, and it may be leaving (tcp_send.cc).
-  peer_closing_ |= between;
+  lk_.peer_closing |= between;
   retire(s, "the peer closed it", false, false);
   close_rx(s);
   bool all = true;
@@ -325,11 +327,8 @@ void TcpEndpoint::links_eof(Stream& s, bool between) {
   if (all && !failed()) fail(stream_error(s, "closed the connection", 0), true);
 }
 
-void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn) {
-  if (s.state != Stream::Link::kUp) return;
-  s.state = Stream::Link::kOut;
-  ++t_->counters_.links_out;
-  // Every chunk it holds goes again, marked with where it was first sent.
+// Every chunk `s` holds goes again (lk_.resend, in order), marked with where it was first sent.
+void TcpEndpoint::requeue(Stream& s) {
   for (size_t k = 0; k < s.txq.size(); ++k) {
     Chunk c = s.txq.at(k);
     if (c.send_slot < 0) continue;  // heartbeats and acks are not sent again (see below)
@@ -347,16 +346,23 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
     auto by_order = [](const Chunk& a, const Chunk& b) {
       return a.hdr.seq != b.hdr.seq ? a.hdr.seq < b.hdr.seq : a.hdr.offset < b.hdr.offset;
     };
-    resend_.insert(std::upper_bound(resend_.begin(), resend_.end(), c, by_order), c);
+    lk_.resend.insert(std::upper_bound(lk_.resend.begin(), lk_.resend.end(), c, by_order), c);
   }
   s.txq.clear();
   s.sent = 0;
   s.queued = 0;
+}
+
+void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn) {
+  if (s.state != Stream::Link::kUp) return;
+  s.state = Stream::Link::kOut;
+  ++t_->counters_.links_out;
+  requeue(s);
   size_t up = 0;
   for (auto& sp : streams_) up += sp->state == Stream::Link::kUp;
   if (up == 0) {
     // Until one joins (links_check; the peer may join one too), what it held waits.
-    if (!alone_ns_) alone_ns_ = now_ns();
+    if (!lk_.alone_ns) lk_.alone_ns = now_ns();
     need_stream();
     t_->log_->log(warn ? spdlog::level::warn : spdlog::level::debug,
                   "tcp: stream {} (link {}) to peer {} given up ({}) was the last; joining "
@@ -367,7 +373,7 @@ void TcpEndpoint::retire(Stream& s, const std::string& why, bool tell, bool warn
                   "tcp: stream {} (link {}) to peer {} given up: {}; {} stream(s) carry on", s.id,
                   s.link, peer_name_, why, up);
   }
-  if (active_) next_join_ns_ = 0;  // replace it at the next check
+  if (active_) lk_.next_join_ns = 0;  // replace it at the next check
   // Acks it carried (queued, or written but unread: the peer stops reading it at our first
   // re-sent chunk) are lost: every stream's goes again on the others.
   for (auto& z : streams_) {

@@ -76,6 +76,103 @@ bool TcpEndpoint::read_some(Stream& s, uint8_t* dst, size_t n, size_t* got) {
   return false;
 }
 
+// read()'s steps, one call site each: always inlined, so read() stays one loop.
+// A whole header is staged: act on it. @return false: stop reading `s` for now.
+[[gnu::always_inline]] inline bool TcpEndpoint::take_header(Stream& s) {
+  std::memcpy(&s.hdr, s.stage.get() + s.stage_begin, sizeof(FrameHeader));
+  s.stage_begin += sizeof(FrameHeader);
+  if (const char* why = check_header(s.hdr, t_->opts().max_message)) {
+    ++t_->counters_.protocol_errors;
+    fail(Status(Code::kProtocolError, "tcp: malformed frame from " + peer_name_ + " (" + remote_ +
+                                          "): " + why + "; connection dropped"));
+    return false;
+  }
+  if (s.hdr.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
+    live_.peer_says((s.hdr.flags & kHeartbeatLive) != 0);
+    ++t_->counters_.heartbeats_received;
+    s.big = false;
+    s.rx_bytes += sizeof(FrameHeader);
+    return true;
+  }
+  if (s.hdr.type == static_cast<uint8_t>(FrameType::kGiveUp)) {
+    s.big = false;
+    s.rx_bytes += sizeof(FrameHeader);
+    // It sends no more on it either: what it held there comes again on the others.
+    if (Stream* o = links() ? by_id(static_cast<uint32_t>(s.hdr.offset)) : nullptr) {
+      retire(*o, "the peer gave it up", false);
+      if (o != &s) close_rx(*o);
+    }
+    return true;
+  }
+  if (s.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {
+    s.big = false;
+    s.rx_bytes += sizeof(FrameHeader);
+    on_ack(s.hdr);
+    return true;
+  }
+  if (s.hdr.type != static_cast<uint8_t>(FrameType::kData)) {
+    ++t_->counters_.protocol_errors;
+    fail(Status(Code::kProtocolError,
+                "tcp: unexpected hello from " + peer_name_ + " on a connected stream"));
+    return false;
+  }
+  // A chunk that does not fit the stage takes two reads either way; reading its
+  // successor's header alone then saves copying up to kStageSize of payload. A smaller
+  // one is cheaper in one bulk read and a copy (16 KiB ping-pong: 0.78x when read alone).
+  s.big = sizeof(FrameHeader) + s.hdr.chunk_len > kStageSize;
+  // Sent again from a stream given up: taken unless it was read there (tcp_links.cc).
+  if ((s.hdr.flags & kResent) && !take_resent(s.hdr)) {
+    s.rx = Stream::Rx::kStalled;  // header read, chunk not begun
+    discard_chunk(s);
+    return true;
+  }
+  return start_chunk(s);
+}
+
+// `have` (< a header) bytes staged: read more. @return false: stop reading `s` for now.
+[[gnu::always_inline]] inline bool TcpEndpoint::read_header(Stream& s, size_t have, int* reads) {
+  if (!s.readable || (*reads)++ >= kMaxReadsPerPoll) return false;
+  if (s.stage_begin > 0) {  // keep the partial header at the front
+    std::memmove(s.stage.get(), s.stage.get() + s.stage_begin, have);
+    s.stage_begin = 0;
+    s.stage_end = have;
+  }
+  size_t got, room = kStageSize - s.stage_end;
+  if (s.big) room = sizeof(FrameHeader) - have;  // have < sizeof(FrameHeader) here
+  if (!read_some(s, s.stage.get() + s.stage_end, room, &got)) return false;
+  s.stage_end += got;
+  return true;
+}
+
+// Payload: first whatever the bulk read already brought (`have`), then straight into place.
+// @return false: stop reading `s` for now.
+[[gnu::always_inline]] inline bool TcpEndpoint::read_payload(Stream& s, size_t have, int* reads) {
+  if (s.rx_staged && s.chunk_left > 0) {
+    if (!read_staged(s, have, reads)) return false;
+  } else if (have > 0) {
+    size_t take = std::min<uint64_t>(have, s.chunk_left);
+    if (s.dst) std::memcpy(s.dst, s.stage.get() + s.stage_begin, take);
+    if (s.dst) s.dst += take;
+    s.stage_begin += take;
+    s.chunk_left -= take;
+  } else if (s.chunk_left > 0) {
+    if (!s.readable || (*reads)++ >= kMaxReadsPerPoll) return false;
+    size_t got;
+    if (s.chunk_left >= kDirectMin) {
+      uint8_t* to = s.dst ? s.dst : t_->drain_.get();
+      size_t n = s.dst ? s.chunk_left : std::min(s.chunk_left, TcpTransport::kDrainSize);
+      if (!read_some(s, to, n, &got)) return false;
+      if (s.dst) s.dst += got;
+      s.chunk_left -= got;
+    } else {
+      s.stage_begin = s.stage_end = 0;
+      if (!read_some(s, s.stage.get(), kStageSize, &got)) return false;
+      s.stage_end = got;
+    }
+  }
+  return true;
+}
+
 void TcpEndpoint::read(Stream& s) {
   int reads = 0;
   while (!failed()) {
@@ -85,93 +182,10 @@ void TcpEndpoint::read(Stream& s) {
     }
     size_t have = s.stage_end - s.stage_begin;
     if (s.rx == Stream::Rx::kHeader) {
-      if (have >= sizeof(FrameHeader)) {
-        std::memcpy(&s.hdr, s.stage.get() + s.stage_begin, sizeof(FrameHeader));
-        s.stage_begin += sizeof(FrameHeader);
-        if (const char* why = check_header(s.hdr, t_->opts().max_message)) {
-          ++t_->counters_.protocol_errors;
-          fail(Status(Code::kProtocolError, "tcp: malformed frame from " + peer_name_ + " (" +
-                                                remote_ + "): " + why + "; connection dropped"));
-          return;
-        }
-        if (s.hdr.type == static_cast<uint8_t>(FrameType::kHeartbeat)) {
-          live_.peer_says((s.hdr.flags & kHeartbeatLive) != 0);
-          ++t_->counters_.heartbeats_received;
-          s.big = false;
-          s.rx_bytes += sizeof(FrameHeader);
-          continue;
-        }
-        if (s.hdr.type == static_cast<uint8_t>(FrameType::kGiveUp)) {
-          s.big = false;
-          s.rx_bytes += sizeof(FrameHeader);
-          // It sends no more on it either: what it held there comes again on the others.
-          if (Stream* o = links() ? by_id(static_cast<uint32_t>(s.hdr.offset)) : nullptr) {
-            retire(*o, "the peer gave it up", false);
-            if (o != &s) close_rx(*o);
-          }
-          continue;
-        }
-        if (s.hdr.type == static_cast<uint8_t>(FrameType::kAck)) {
-          s.big = false;
-          s.rx_bytes += sizeof(FrameHeader);
-          on_ack(s.hdr);
-          continue;
-        }
-        if (s.hdr.type != static_cast<uint8_t>(FrameType::kData)) {
-          ++t_->counters_.protocol_errors;
-          fail(Status(Code::kProtocolError,
-                      "tcp: unexpected hello from " + peer_name_ + " on a connected stream"));
-          return;
-        }
-        // A chunk that does not fit the stage takes two reads either way; reading its
-        // successor's header alone then saves copying up to kStageSize of payload. A smaller
-        // one is cheaper in one bulk read and a copy (16 KiB ping-pong: 0.78x when read alone).
-        s.big = sizeof(FrameHeader) + s.hdr.chunk_len > kStageSize;
-        // Sent again from a stream given up: taken unless it was read there (tcp_links.cc).
-        if ((s.hdr.flags & kResent) && !take_resent(s.hdr)) {
-          s.rx = Stream::Rx::kStalled;  // header read, chunk not begun
-          discard_chunk(s);
-          continue;
-        }
-        if (!start_chunk(s)) return;
-        continue;
-      }
-      if (!s.readable || reads++ >= kMaxReadsPerPoll) return;
-      if (s.stage_begin > 0) {  // keep the partial header at the front
-        std::memmove(s.stage.get(), s.stage.get() + s.stage_begin, have);
-        s.stage_begin = 0;
-        s.stage_end = have;
-      }
-      size_t got, room = kStageSize - s.stage_end;
-      if (s.big) room = sizeof(FrameHeader) - have;  // have < sizeof(FrameHeader) here
-      if (!read_some(s, s.stage.get() + s.stage_end, room, &got)) return;
-      s.stage_end += got;
+      if (have >= sizeof(FrameHeader) ? !take_header(s) : !read_header(s, have, &reads)) return;
       continue;
     }
-    // Payload: first whatever the bulk read already brought, then straight into place.
-    if (s.rx_staged && s.chunk_left > 0) {
-      if (!read_staged(s, have, &reads)) return;
-    } else if (have > 0) {
-      size_t take = std::min<uint64_t>(have, s.chunk_left);
-      if (s.dst) std::memcpy(s.dst, s.stage.get() + s.stage_begin, take);
-      if (s.dst) s.dst += take;
-      s.stage_begin += take;
-      s.chunk_left -= take;
-    } else if (s.chunk_left > 0) {
-      if (!s.readable || reads++ >= kMaxReadsPerPoll) return;
-      size_t got;
-      if (s.chunk_left >= kDirectMin) {
-        uint8_t* to = s.dst ? s.dst : t_->drain_.get();
-        size_t n = s.dst ? s.chunk_left : std::min(s.chunk_left, TcpTransport::kDrainSize);
-        if (!read_some(s, to, n, &got)) return;
-        if (s.dst) s.dst += got;
-        s.chunk_left -= got;
-      } else {
-        s.stage_begin = s.stage_end = 0;
-        if (!read_some(s, s.stage.get(), kStageSize, &got)) return;
-        s.stage_end = got;
-      }
-    }
+    if (!read_payload(s, have, &reads)) return;
     if (s.chunk_left == 0) end_chunk(s);
   }
 }

@@ -48,6 +48,27 @@ Status TcpTransport::init(const Config& cfg) {
   GW_RETURN_IF_ERROR(choose_links(set, &local));
   local_ = links_.size() > 1 ? any_addr(local.addr.family()) : local.addr;
   local_.set_port(set.port);
+  GW_RETURN_IF_ERROR(init_listener());
+  if (opts_.tls) {
+    GW_ASSIGN_OR_RETURN(tls_, TlsContext::make(listener_.key()));
+  }
+  GW_RETURN_IF_ERROR(init_epoll());
+
+  GW_RETURN_IF_ERROR(make_address());
+  init_props(local.iface, set.ifaces);
+  core_.init("tcp", log_, static_cast<size_t>(opts_.cq_depth),
+             static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
+  drain_.reset(new uint8_t[kDrainSize]);
+  events_.resize(256);
+  log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer{}",
+             local_.to_string(), local.iface, local.why,
+             opts_.streams * std::max<size_t>(1, links_.size()),
+             opts_.tls ? "; TLS 1.3 (pre-shared key from GW_AUTH_KEY)" : "");
+  return Status();
+}
+
+// The control listener: a stream's first frame must be a hello; hellos park by key.
+Status TcpTransport::init_listener() {
   GW_RETURN_IF_ERROR(listener_.open(
       "tcp", log_, local_, sizeof(FrameHeader), opts_.hello_timeout_ms,
       [this](const uint8_t* b) -> const char* {
@@ -82,9 +103,11 @@ Status TcpTransport::init(const Config& cfg) {
     std::memcpy(&h, b, sizeof h);
     return h.tag;
   });
-  if (opts_.tls) {
-    GW_ASSIGN_OR_RETURN(tls_, TlsContext::make(listener_.key()));
-  }
+  return Status();
+}
+
+// The epoll set: the listener and the eventfd abort() wakes.
+Status TcpTransport::init_epoll() {
   epfd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epfd_) return Status(Code::kSystemError, "tcp: epoll_create1", errno);
   epoll_event ev{};
@@ -97,29 +120,22 @@ Status TcpTransport::init(const Config& cfg) {
   ev.data.ptr = &wake_item_;
   if (::epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0)
     return Status(Code::kSystemError, "tcp: epoll_ctl(eventfd)", errno);
+  return Status();
+}
 
-  GW_RETURN_IF_ERROR(make_address());
+void TcpTransport::init_props(const std::string& iface, const std::string& ifaces) {
   props_.name = "tcp";
-  props_.device = local.iface;
-  props_.link_speed_mbps = link_speed(local.iface);
+  props_.device = iface;
+  props_.link_speed_mbps = link_speed(iface);
   if (links_.size() > 1) {
     props_.link_speed_mbps = 0;
     for (const auto& l : link_names_) props_.link_speed_mbps += link_speed(l);
-    props_.device = set.ifaces;
+    props_.device = ifaces;
   }
   props_.zero_copy_kinds = {MemKind::kHost, MemKind::kCudaHost};
   props_.max_message_size = opts_.max_message;
   props_.max_outstanding = static_cast<size_t>(opts_.max_outstanding);
   props_.progress_tick_us = 20'000;  // the kernel acks; the thread only keeps heartbeats going
-  core_.init("tcp", log_, static_cast<size_t>(opts_.cq_depth),
-             static_cast<size_t>(opts_.max_outstanding), opts_.unexpected_bytes);
-  drain_.reset(new uint8_t[kDrainSize]);
-  events_.resize(256);
-  log_->info("tcp: listening on {} (interface {}, chosen by {}); {} stream(s) per peer{}",
-             local_.to_string(), local.iface, local.why,
-             opts_.streams * std::max<size_t>(1, links_.size()),
-             opts_.tls ? "; TLS 1.3 (pre-shared key from GW_AUTH_KEY)" : "");
-  return Status();
 }
 
 TcpTransport::~TcpTransport() { end_background(); }

@@ -20,6 +20,7 @@
 #include "gw_socket.h"
 #include "gw_staging.h"
 #include "gw_transport.h"
+#include "tcp_counters.h"
 #include "tcp_options.h"
 #include "tcp_slots.h"
 #include "tcp_stream.h"
@@ -85,14 +86,7 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
   static constexpr size_t kMaxLinks = 6;  // what an Address holds (IPv6)
   /// tcp.ifaces: link l's local address (port 0); empty with one link.
   const std::vector<SockAddr>& links() const { return links_; }
-  struct Counters {
-    uint64_t bytes_sent = 0, bytes_received = 0, msgs_sent = 0, rx_stalls = 0;
-    uint64_t protocol_errors = 0, tls_handshakes = 0;
-    uint64_t staged_tx_bytes = 0, staged_rx_bytes = 0;
-    uint64_t unwatches = 0;  // times the streams left the epoll set
-    uint64_t heartbeats_sent = 0, heartbeats_received = 0, peer_timeouts = 0;
-    uint64_t links_out = 0, links_joined = 0, resent_bytes = 0;  // tcp.ifaces
-  };
+  using Counters = TcpCounters;
 
  private:
   friend class TcpEndpoint;
@@ -106,14 +100,24 @@ class TcpTransport final : public core::DriverTransport<TcpTransport, TcpEndpoin
   /// tcp.ifaces: every link's local address (links_), the first one as `first`.
   Status choose_links(const Settings& set, LocalChoice* first);
   Status make_address();
+  // init's steps after the options and addresses: the listener, the epoll set, properties.
+  Status init_listener();
+  Status init_epoll();
+  void init_props(const std::string& iface, const std::string& ifaces);
   /// Streams that join a connected endpoint (kHelloJoin) go to it (tcp_links.cc).
   void take_joins();
   Status wait_events(int timeout_ms);
+  void serve_streams();
   /// Heartbeats and the peer timeout of every endpoint, every ~10 ms (tcp_liveness.cc).
   void liveness();
   Result<std::vector<Parked>> take_parked(uint64_t key);
   /// One handshake step of every parked TLS stream. @return whether some still run.
   bool drive_parked_tls();
+  struct PeerStreams;
+  Status dial_streams(const ConnectParams& p, const std::vector<SockAddr>& remotes,
+                      const std::string& who, Deadline deadline, PeerStreams* out);
+  Status await_streams(const ConnectParams& p, const std::string& peer, Deadline deadline,
+                       PeerStreams* out);
   /// The dialling side's handshakes, the transport driven meanwhile.
   Result<std::vector<SslPtr>> client_tls(const std::vector<Fd>& fds, const std::string& who,
                                          Deadline deadline);

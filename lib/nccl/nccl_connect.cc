@@ -235,34 +235,40 @@ Status do_listen(Device* d, Handle* h, ListenComm** out) {
 }
 
 /// One step of the connector. Sets *out once the endpoint exists.
+// connect_step's first call: checks the handle, starts the side channel's connect and
+// prepares the hello. @return the state (the caller owns it), InvalidArgument, SystemError.
+Result<ConnectState*> start_connect(Device* d, const Handle* h) {
+  if (h->magic != kMagic || h->family != AF_INET || h->addr_len > kAddrRoom)
+    return Status(Code::kInvalidArgument, "handle was not made by this plugin's listen()");
+  auto fresh = std::make_unique<ConnectState>();
+  fresh->peer = "listener at " + ip_port(h->ip, h->port);
+  fresh->fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fresh->fd.get() < 0) return sys("side channel socket()");
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = h->port;
+  std::memcpy(&sa.sin_addr, h->ip, 4);
+  if (::connect(fresh->fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 &&
+      errno != EINPROGRESS) {
+    return sys("side channel connect to " + fresh->peer);
+  }
+  std::string_view a;
+  {
+    std::lock_guard lk(d->mu);
+    a = d->t->address().bytes();
+  }
+  fresh->hello.magic = kMagic;
+  fresh->hello.addr_len = static_cast<uint32_t>(a.size());
+  fresh->hello.listen_key = h->listen_key;
+  fresh->hello.conn_key = random_key();
+  std::memcpy(fresh->hello.addr, a.data(), a.size());
+  return fresh.release();
+}
+
 Status connect_step(Device* d, Handle* h, Comm** out) {
   auto* st = reinterpret_cast<ConnectState*>(h->stage);
   if (!st) {
-    if (h->magic != kMagic || h->family != AF_INET || h->addr_len > kAddrRoom)
-      return Status(Code::kInvalidArgument, "handle was not made by this plugin's listen()");
-    auto fresh = std::make_unique<ConnectState>();
-    fresh->peer = "listener at " + ip_port(h->ip, h->port);
-    fresh->fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (fresh->fd.get() < 0) return sys("side channel socket()");
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = h->port;
-    std::memcpy(&sa.sin_addr, h->ip, 4);
-    if (::connect(fresh->fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 &&
-        errno != EINPROGRESS) {
-      return sys("side channel connect to " + fresh->peer);
-    }
-    std::string_view a;
-    {
-      std::lock_guard lk(d->mu);
-      a = d->t->address().bytes();
-    }
-    fresh->hello.magic = kMagic;
-    fresh->hello.addr_len = static_cast<uint32_t>(a.size());
-    fresh->hello.listen_key = h->listen_key;
-    fresh->hello.conn_key = random_key();
-    std::memcpy(fresh->hello.addr, a.data(), a.size());
-    st = fresh.release();
+    GW_ASSIGN_OR_RETURN(st, start_connect(d, h));
     h->stage = reinterpret_cast<uint64_t>(st);
   }
   std::unique_ptr<ConnectState> owner(st);  // released again below while still in progress
