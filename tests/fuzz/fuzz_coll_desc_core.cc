@@ -1,5 +1,5 @@
 // The collectives' check of the call descriptor a peer sends (coll::check_desc, which
-// Communicator::Impl::check_desc runs on every header message and recursive-doubling
+// coll::Poster::check_desc runs on every header message and recursive-doubling
 // message, and coll::describe of whatever it names), without a group: this rank's call comes
 // from the input. fuzz_coll_desc reaches the same check through a real Communicator at
 // ~50 exec/s.
