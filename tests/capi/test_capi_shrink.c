@@ -2,7 +2,7 @@
  * shrink, and go on over the same connections: an allreduce checked element by element, the
  * parent ranks, a send/receive on the new communicator. Then process 4 joins (gw_comm_join_env)
  * and the three grow back to four: an allreduce over the four, checked. */
-#define _POSIX_C_SOURCE 200809L  /* setenv, also in a build that is not a unity build */
+#define _POSIX_C_SOURCE 200809L /* setenv, also in a build that is not a unity build */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

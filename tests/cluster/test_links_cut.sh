@@ -2,7 +2,7 @@
 # meson tests 'cluster-tcp-links' and 'cluster-dpdk-links' (issue 44): one flow over two
 # links, one of them cut in the middle. 2 hosts x 2 links of 200 Mbit/s; gw-perf sends 1 MiB
 # messages for 5 s over tcp:ifaces=<both links> (or dpdk af_packet ports on both), checking
-# every byte; host 2's link 1 goes down 1.5 s in and comes back 1.5 s later. Required: both
+# every byte; host 2's link 1 goes down 1 s after the transfer runs on it and comes back 1.5 s later. Required: both
 # ranks exit 0 with 0 wrong bytes, the cut link given up (tcp) / taken out (dpdk) within 1 s
 # of the cut, its bytes sent again on the other, the link carrying again once it is back (tcp:
 # a stream joined over it; dpdk: a probe answered), and a clean bed. Figures:
@@ -25,11 +25,19 @@ GW_LOG_LEVEL=info bash "$script" --id "$id" --hosts 2 --links 2 --rate 200mbit -
   --logs "$logs" -- "$perf" -t "$transport" -s 1M -D 5 --check --json --stats \
   >"$logs/out" 2>&1 &
 run=$!
-for _ in $(seq 50); do  # the bed is up once both ranks log
-  [ -s "$logs/rank1.log" ] && break
-  sleep 0.1
+# Cut once the transfer runs on link 1 (2 MB through it): the bound counts from the cut, and a
+# slow start (EAL set-up, connect) must not put the cut before the link carries anything.
+l1_bytes() {
+  ip netns exec "gwk$id-h2" cat /sys/class/net/gwk${id}h2l1/statistics/{rx,tx}_bytes 2>/dev/null |
+    awk '{s += $1} END {print s + 0}'
+}
+for _ in $(seq 200); do
+  [ "$(l1_bytes)" -ge 2000000 ] && break
+  kill -0 "$run" 2>/dev/null || break
+  sleep 0.05
 done
-sleep 1.5
+[ "$(l1_bytes)" -ge 2000000 ] || fail "link 1 of host 2 carried no transfer within 10 s"
+sleep 1
 cut=$(date +%s.%N)
 bash "$script" --id "$id" link 2 1 down || fail "link 2 1 down"
 sleep 1.5
